@@ -1,0 +1,28 @@
+# `make demo` and `make test` are the two commands of the README; both set up .venv/ first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.op-plugin-setup
+
+.PHONY: setup demo test clean
+
+setup: $(STAMP)
+
+# Re-run only when the project's install inputs change, so a second `make` is quick.
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first and pinned: the CPU build of 2.13.0 comes from this machine's local file; an
+	# unpinned torch would pull a multi-GB CUDA build.
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/op-plugin demo
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info
