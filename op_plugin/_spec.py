@@ -218,7 +218,8 @@ def _parse_outputs(p: _OpParser, schema: Schema, entry: dict) -> tuple[OutputSpe
         raise p.fail(("outputs",), "outputs", "expected a list with one entry per returned tensor")
     if len(raw) != len(schema.returns):
         raise p.fail(("outputs",), "outputs",
-                     f"the schema returns {len(schema.returns)} tensor(s) but `outputs:` has {len(raw)} entries")
+                     f"the schema returns {len(schema.returns)} tensor(s) but `outputs:` has {len(raw)} "
+                     f"{'entry' if len(raw) == 1 else 'entries'}")
     return tuple(_parse_output(p, schema, i, item, ret) for i, (item, ret) in enumerate(zip(raw, schema.returns)))
 
 
@@ -307,7 +308,10 @@ def _parse_ge(p: _OpParser, schema: Schema, raw: Any) -> GeSpec:
     if len(outputs) != len(schema.returns):
         raise p.fail(("ge", "outputs"), "ge.outputs",
                      f"the schema returns {len(schema.returns)} tensor(s) but ge.outputs names {len(outputs)}")
-    _check_unique(p, ("ge",), "ge", [i.ge_name for i in inputs] + [a.ge_name for a in attrs] + list(outputs))
+    names = ([(i.ge_name, ("ge", "inputs"), "ge.inputs") for i in inputs]
+             + [(a.ge_name, ("ge", "attrs", a.ge_name), "ge.attrs") for a in attrs]
+             + [(o, ("ge", "outputs"), "ge.outputs") for o in outputs])
+    _check_unique(p, names)
     return GeSpec(ge_type, inputs, attrs, tuple(outputs))
 
 
@@ -338,7 +342,7 @@ def _parse_ge_inputs(p: _OpParser, schema: Schema, raw: Any) -> tuple[GeInput, .
     for ge_name, arg_name, sub in pairs:
         arg = schema.arg(arg_name) if isinstance(arg_name, str) else None
         if arg is None or not arg.kind.is_tensor:
-            what = "not an argument of the op" if arg is None else f"a {arg.kind.value}, not a tensor (GE attrs go in ge.attrs)"
+            what = "not an argument of the op" if arg is None else f"of type {arg.kind.value}, not a tensor (GE attrs go in ge.attrs)"
             raise p.fail(sub, "ge.inputs", f"'{arg_name}' is {what}")
         kind = {ArgKind.OPTIONAL_TENSOR: "optional", ArgKind.TENSOR_LIST: "dynamic"}.get(arg.kind, "required")
         result.append(GeInput(str(ge_name), arg_name, kind))
@@ -360,7 +364,7 @@ def _parse_ge_attrs(p: _OpParser, schema: Schema, raw: Any) -> tuple[GeAttr, ...
             raise p.fail(sub, "ge.attrs", f"'{arg_name}' is not an argument of the op")
         value_type = GE_ATTR_KINDS.get(arg.kind)
         if value_type is None:
-            raise p.fail(sub, "ge.attrs", f"argument '{arg_name}' is a {arg.kind.value}; GE attrs take "
+            raise p.fail(sub, "ge.attrs", f"argument '{arg_name}' is of type {arg.kind.value}; GE attrs take "
                          "int, float, bool, str, int[], float[], bool[] or ScalarType arguments")
         if not isinstance(ge_name, str) or not _IDENT.match(ge_name):
             raise p.fail(sub, "ge.attrs", f"'{ge_name}' is not a valid GE attr name")
@@ -368,9 +372,10 @@ def _parse_ge_attrs(p: _OpParser, schema: Schema, raw: Any) -> tuple[GeAttr, ...
     return tuple(result)
 
 
-def _check_unique(p: _OpParser, sub: tuple, field: str, names: list[str]) -> None:
+def _check_unique(p: _OpParser, names: list[tuple[str, tuple, str]]) -> None:
+    """GE input, attr and output names share one namespace in the IR prototype."""
     seen = set()
-    for name in names:
+    for name, sub, field in names:
         if name in seen:
             raise p.fail(sub, field, f"GE name '{name}' is used twice")
         seen.add(name)

@@ -62,8 +62,15 @@ def parse_located(text: str, file: str = "<string>") -> LocatedDocument:
     return LocatedDocument(file, data, lines)
 
 
+_PLAIN_TAGS = {yaml.MappingNode: "tag:yaml.org,2002:map", yaml.SequenceNode: "tag:yaml.org,2002:seq"}
+
+
 def _walk(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: dict, file: str) -> Any:
-    lines[path] = node.start_mark.line + 1
+    lines.setdefault(path, node.start_mark.line + 1)
+    plain_tag = _PLAIN_TAGS.get(type(node))
+    if plain_tag and node.tag != plain_tag:
+        # SafeLoader would construct a tagged list or mapping as if untagged; refuse it instead.
+        raise YamlSpecError(Location(file, node.start_mark.line + 1), _tag_message(node.tag))
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
@@ -73,6 +80,8 @@ def _walk(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: dict, fi
             if key in out:
                 # PyYAML would silently keep the last one; a duplicated field is almost always a mistake.
                 raise YamlSpecError(Location(file, key_node.start_mark.line + 1), f"duplicate key '{key}'")
+            # A field's line is its key's line, also when its value is a block starting below.
+            lines[path + (key,)] = key_node.start_mark.line + 1
             out[key] = _walk(loader, value_node, path + (key,), lines, file)
         return out
     if isinstance(node, yaml.SequenceNode):
@@ -83,5 +92,11 @@ def _walk(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, lines: dict, fi
 def _scalar(loader: yaml.SafeLoader, node: yaml.Node, file: str) -> Any:
     try:
         return loader.construct_object(node, deep=True)
+    except yaml.constructor.ConstructorError:
+        raise YamlSpecError(Location(file, node.start_mark.line + 1), _tag_message(node.tag)) from None
     except yaml.YAMLError as exc:
-        raise YamlSpecError(Location(file, node.start_mark.line + 1), f"bad value: {exc}") from None
+        raise YamlSpecError(Location(file, node.start_mark.line + 1), f"bad value: {exc.problem if hasattr(exc, 'problem') else exc}") from None
+
+
+def _tag_message(tag: str) -> str:
+    return f"the tag '{tag}' is not allowed: op YAML files are plain data (strings, numbers, lists, mappings)"

@@ -23,7 +23,7 @@ from ._errors import OpPluginError
 from ._schema import ArgKind
 from ._spec import OpSpec, Sample, TensorSample
 
-__all__ = ["SampleCase", "sample_cases"]
+__all__ = ["SampleCase", "sample_cases", "tolerances"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,20 @@ class SampleCase:
             else:
                 kwargs[arg.name] = value
         return tuple(args), kwargs
+
+
+def tolerances(dtype: torch.dtype) -> dict:
+    """assert_close tolerances for comparing a compiled (or simulated) result with eager.
+
+    float32: atol 1e-5, rtol 1.3e-6 (torch's defaults); float16: 1e-3; bfloat16: 1.6e-2;
+    integer and bool results must be exact.
+    """
+    return {
+        torch.float16: dict(atol=1e-3, rtol=1e-3),
+        torch.bfloat16: dict(atol=1.6e-2, rtol=1.6e-2),
+        torch.float32: dict(atol=1e-5, rtol=1.3e-6),
+        torch.float64: dict(atol=1e-7, rtol=1e-7),
+    }.get(dtype, dict(atol=0, rtol=0))
 
 
 def sample_cases(name: str | None = None) -> list[SampleCase]:

@@ -18,12 +18,3 @@ def _fresh_dynamo():
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
-
-
-def tolerances(dtype: torch.dtype) -> dict:
-    """Tolerances for comparing a compiled result with eager, per dtype."""
-    return {
-        torch.float16: dict(atol=1e-3, rtol=1e-3),
-        torch.bfloat16: dict(atol=1.6e-2, rtol=1.6e-2),
-        torch.float32: dict(atol=1e-5, rtol=1.3e-6),
-    }.get(dtype, dict(atol=0, rtol=0))

@@ -5,7 +5,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from conftest import tolerances
+from op_plugin.testing import tolerances
 
 
 class GraphRecorder:
