@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml Makefile
 	# unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[test]'
+	# The CPU simulator: torch-npu (pinned) unpacked beside the environment, never pip-installed
+	# into it (that would make `import torch` try to load the NPU runtime).
+	$(PY) -m op_plugin._simulator.install
 	touch $(STAMP)
 
 demo: setup

@@ -1,0 +1,7 @@
+"""``python -m op_plugin._simulator``: same as ``python -m op_plugin._simulator.install``."""
+
+import sys
+
+from ._install import main
+
+sys.exit(main())

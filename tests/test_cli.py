@@ -1,0 +1,44 @@
+"""The op-plugin command line: validate, list, demo."""
+import subprocess
+import sys
+from pathlib import Path
+
+from op_plugin.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_validate_accepts_shipped_yaml(capsys):
+    files = sorted(str(p) for p in (ROOT / "yaml").glob("*.yaml"))
+    assert main(["validate", *files]) == 0
+    out = capsys.readouterr().out
+    assert "npu::npu_custom_linear" in out and out.count("ok: ") == len(files)
+
+
+def test_validate_reports_file_line_op_field(capsys):
+    broken = ROOT / "tests" / "broken_yaml" / "size_unknown_name.yaml"
+    good = ROOT / "yaml" / "norm_ops.yaml"
+    assert main(["validate", str(good), str(broken)]) == 1
+    captured = capsys.readouterr()
+    assert f"error: {broken}:" in captured.err and "op 'npu_broken_size_unknown_name_b'" in captured.err
+    assert "field 'outputs[0].size'" in captured.err
+    assert f"ok: {good}" in captured.out
+
+
+def test_list_shows_every_loaded_op(capsys, tmp_path):
+    user = tmp_path / "user.yaml"
+    user.write_text("ops:\n  - func: npu_cli_listed(Tensor x) -> Tensor\n    outputs: [{size: x.shape, dtype: x}]\n")
+    try:
+        assert main(["list", "--yaml", str(user)]) == 0
+    finally:
+        from op_plugin._load import unload
+        unload("npu_cli_listed")
+    out = capsys.readouterr().out
+    assert "npu_custom_kv_cache_update_(Tensor(a!) cache" in out
+    assert "npu_cli_listed(Tensor x) -> Tensor" in out and f"{user}:2" in out
+
+
+def test_console_script_is_installed():
+    exe = Path(sys.executable).parent / "op-plugin"
+    result = subprocess.run([str(exe), "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "validate" in result.stdout

@@ -1,0 +1,44 @@
+"""The built wheel installs meta/, converters/ and yaml/ inside op_plugin, never as top-level names."""
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "-w", str(out), str(ROOT)], check=True, cwd=out)
+    (built,) = out.glob("op_plugin-*.whl")
+    return built
+
+
+def test_wheel_layout(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "op_plugin/meta/__init__.py" in names
+    assert "op_plugin/converters/__init__.py" in names
+    shipped = {Path(n).name for n in names if n.startswith("op_plugin/shipped_yaml/")}
+    assert shipped == {p.name for p in (ROOT / "yaml").glob("*.yaml")}
+    top_level = {n.split("/")[0] for n in names}
+    assert not top_level & {"meta", "converters", "yaml"}, top_level
+
+
+def test_wheel_imports_and_registers_shipped_ops(wheel, tmp_path):
+    zipfile.ZipFile(wheel).extractall(tmp_path / "site")
+    code = (
+        "import importlib.util, torch, op_plugin\n"
+        "assert op_plugin.__file__.startswith(%r), op_plugin.__file__\n"
+        "assert importlib.util.find_spec('meta') is None and importlib.util.find_spec('converters') is None\n"
+        "import op_plugin.meta, op_plugin.converters\n"
+        "print(len(op_plugin.shipped_yaml_files()), torch.ops.npu.npu_custom_linear.default)\n"
+    ) % str(tmp_path / "site")
+    # -P: do not put the working directory on sys.path; PYTHONPATH holds only the unpacked wheel.
+    result = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                            env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == str(len(list((ROOT / "yaml").glob("*.yaml"))))
