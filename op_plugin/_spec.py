@@ -50,9 +50,20 @@ class GeInput:
 
 @dataclass(frozen=True)
 class GeAttr:
+    """A GE attr: an op argument (`arg`), a constant (`const`), or the length of a Tensor[] (`length_of`)."""
+
     ge_name: str
-    arg: str
-    value_type: str                # "VT_INT", "VT_FLOAT", ...
+    value_type: str                # "VT_INT", "VT_FLOAT", ... as get_registered_ir_def reports it
+    arg: str | None = None
+    const: Any = None
+    length_of: str | None = None
+
+    def value(self, bound: Mapping[str, Any]) -> Any:
+        if self.arg is not None:
+            return bound[self.arg]
+        if self.length_of is not None:
+            return len(bound[self.length_of])
+        return self.const
 
 
 @dataclass(frozen=True)
@@ -300,17 +311,25 @@ def _parse_ge(p: _OpParser, schema: Schema, raw: Any) -> GeSpec:
         raise p.fail(("ge", "type"), "ge.type", f"'{ge_type}' is not a GE op type (CamelCase identifier)")
     inputs = _parse_ge_inputs(p, schema, raw.get("inputs"))
     attrs = _parse_ge_attrs(p, schema, raw.get("attrs"))
+    # An aliased return (in-place op) is a GE "ref" output: it has the name of the mutated input.
+    ref_names = [next((i.ge_name for i in inputs if i.arg == schema.aliased_arg(r).name), None)
+                 if r.alias_set else None for r in schema.returns]
     outputs = raw.get("outputs")
     if outputs is None:
-        outputs = ["y"] if len(schema.returns) == 1 else [f"y{i}" for i in range(len(schema.returns))]
+        plain = ["y"] if len(schema.returns) == 1 else [f"y{i}" for i in range(len(schema.returns))]
+        outputs = [ref or name for ref, name in zip(ref_names, plain)]
     if not isinstance(outputs, list) or not all(isinstance(o, str) and _IDENT.match(o) for o in outputs):
         raise p.fail(("ge", "outputs"), "ge.outputs", "expected a list of GE output names")
     if len(outputs) != len(schema.returns):
         raise p.fail(("ge", "outputs"), "ge.outputs",
                      f"the schema returns {len(schema.returns)} tensor(s) but ge.outputs names {len(outputs)}")
+    for i, (ref, name) in enumerate(zip(ref_names, outputs)):
+        if ref is not None and name != ref:
+            raise p.fail(("ge", "outputs"), "ge.outputs", f"return {i} is the mutated input '{ref}', so its GE "
+                         f"output must be the ref output '{ref}', not '{name}'")
     names = ([(i.ge_name, ("ge", "inputs"), "ge.inputs") for i in inputs]
              + [(a.ge_name, ("ge", "attrs", a.ge_name), "ge.attrs") for a in attrs]
-             + [(o, ("ge", "outputs"), "ge.outputs") for o in outputs])
+             + [(o, ("ge", "outputs"), "ge.outputs") for o, ref in zip(outputs, ref_names) if ref is None])
     _check_unique(p, names)
     return GeSpec(ge_type, inputs, attrs, tuple(outputs))
 
@@ -352,24 +371,55 @@ def _parse_ge_inputs(p: _OpParser, schema: Schema, raw: Any) -> tuple[GeInput, .
     return tuple(result)
 
 
+def _const_attr_type(value: Any) -> str | None:
+    scalar = {bool: "VT_BOOL", int: "VT_INT", float: "VT_FLOAT", str: "VT_STRING"}
+    if type(value) in scalar:
+        return scalar[type(value)]
+    if isinstance(value, list) and value:
+        kinds = {type(v) for v in value}
+        if len(kinds) == 1 and kinds <= {bool, int, float}:
+            return {bool: "VT_LIST_BOOL", int: "VT_LIST_INT", float: "VT_LIST_FLOAT"}[kinds.pop()]
+    return None
+
+
 def _parse_ge_attrs(p: _OpParser, schema: Schema, raw: Any) -> tuple[GeAttr, ...]:
     if raw is None:
         pairs = [(a.name, a.name, ("ge",)) for a in schema.non_tensor_args]
     else:
         pairs = _named_pairs(p, ("ge", "attrs"), "ge.attrs", raw)
     result = []
-    for ge_name, arg_name, sub in pairs:
-        arg = schema.arg(arg_name) if isinstance(arg_name, str) else None
-        if arg is None:
-            raise p.fail(sub, "ge.attrs", f"'{arg_name}' is not an argument of the op")
-        value_type = GE_ATTR_KINDS.get(arg.kind)
-        if value_type is None:
-            raise p.fail(sub, "ge.attrs", f"argument '{arg_name}' is of type {arg.kind.value}; GE attrs take "
-                         "int, float, bool, str, int[], float[], bool[] or ScalarType arguments")
+    for ge_name, source, sub in pairs:
         if not isinstance(ge_name, str) or not _IDENT.match(ge_name):
             raise p.fail(sub, "ge.attrs", f"'{ge_name}' is not a valid GE attr name")
-        result.append(GeAttr(ge_name, arg_name, value_type))
+        if isinstance(source, dict):
+            result.append(_parse_special_attr(p, schema, sub, ge_name, source))
+            continue
+        arg = schema.arg(source) if isinstance(source, str) else None
+        if arg is None:
+            raise p.fail(sub, "ge.attrs", f"'{source}' is not an argument of the op; an attr is an argument name, "
+                         "{value: <constant>} or {len: <Tensor[] argument>}")
+        value_type = GE_ATTR_KINDS.get(arg.kind)
+        if value_type is None:
+            raise p.fail(sub, "ge.attrs", f"argument '{source}' is of type {arg.kind.value}; GE attrs take "
+                         "int, float, bool, str, int[], float[], bool[] or ScalarType arguments")
+        result.append(GeAttr(ge_name, value_type, arg=source))
     return tuple(result)
+
+
+def _parse_special_attr(p: _OpParser, schema: Schema, sub: tuple, ge_name: str, source: dict) -> GeAttr:
+    if set(source) == {"value"}:
+        value_type = _const_attr_type(source["value"])
+        if value_type is None:
+            raise p.fail(sub, "ge.attrs", f"constant {source['value']!r} for '{ge_name}' must be a bool, int, float, "
+                         "str or a non-empty list of one of bool/int/float")
+        return GeAttr(ge_name, value_type, const=source["value"])
+    if set(source) == {"len"}:
+        arg = schema.arg(source["len"]) if isinstance(source["len"], str) else None
+        if arg is None or arg.kind is not ArgKind.TENSOR_LIST:
+            raise p.fail(sub, "ge.attrs", f"{{len: {source['len']}}} needs a Tensor[] argument")
+        return GeAttr(ge_name, "VT_INT", length_of=source["len"])
+    raise p.fail(sub, "ge.attrs", f"attr '{ge_name}' must be an argument name, {{value: <constant>}} "
+                 "or {len: <Tensor[] argument>}")
 
 
 def _check_unique(p: _OpParser, names: list[tuple[str, tuple, str]]) -> None:

@@ -121,5 +121,9 @@ def get_registered_ir_def(op_type: str) -> tuple[str, list, list, list]:
     """The native library's answer for ``op_type`` (see the module docstring)."""
     prototype = registered_ir_prototype(op_type)
     if prototype is None:
+        from ._builtin_ir import builtin_prototype  # CANN's built-in ops, as the real library knows them
+
+        prototype = builtin_prototype(op_type)
+    if prototype is None:
         return ("ERROR", [], [], [])
     return prototype.as_ir_def()
