@@ -11,11 +11,23 @@ from ._spec import OpSpec
 
 
 def bind(spec: OpSpec, args: tuple, kwargs: dict) -> tuple[tuple, dict, dict[str, Any]]:
-    """Fill defaults the dispatcher dropped; return (args, kwargs, name -> value)."""
-    args, kwargs = torch._library.utils.fill_defaults(spec.schema.torch_schema, args, kwargs)
-    bound = dict(zip((a.name for a in spec.schema.args if not a.kwarg_only), args))
-    bound.update(kwargs)
-    return args, kwargs, bound
+    """Fill defaults the caller dropped; return (args, kwargs, name -> value).
+
+    Positional arguments may also arrive by name (TorchAir's auto_functionalized converter passes
+    everything as keywords), so each argument is taken from its position, else its name, else
+    its default.
+    """
+    bound: dict[str, Any] = {}
+    for i, arg in enumerate(spec.schema.torch_schema.arguments):
+        if not arg.kwarg_only and i < len(args):
+            bound[arg.name] = args[i]
+        elif arg.name in kwargs:
+            bound[arg.name] = kwargs[arg.name]
+        else:
+            bound[arg.name] = arg.default_value
+    positional = tuple(bound[a.name] for a in spec.schema.args if not a.kwarg_only)
+    keyword = {a.name: bound[a.name] for a in spec.schema.args if a.kwarg_only}
+    return positional, keyword, bound
 
 
 def check_dtypes(spec: OpSpec, bound: dict[str, Any]) -> None:

@@ -67,8 +67,12 @@ def _matmul_backward(ctx, grad):
 
 @reference("npu_swiglu_mlp")
 def swiglu_mlp(x, gate_weight, up_weight):
+    # Rounded to x.dtype after each step, as its GE lowering (two matmuls, Swish, Mul) does, so
+    # eager and graph mode give the same half-precision numbers.
     xf = _acc(x)
-    return (F.silu(xf @ _acc(gate_weight)) * (xf @ _acc(up_weight))).to(x.dtype)
+    gate = (xf @ _acc(gate_weight)).to(x.dtype)
+    up = (xf @ _acc(up_weight)).to(x.dtype)
+    return (_acc(F.silu(_acc(gate)).to(x.dtype)) * _acc(up)).to(x.dtype)
 
 
 @setup_context("npu_swiglu_mlp")

@@ -26,7 +26,7 @@ import collections
 
 import torch
 
-from . import _ge_kernels  # noqa: F401  (registers the built-in kernels)
+from . import _ge_kernels, _ge_kernels_fused  # noqa: F401  (register the built-in kernels)
 from . import _ge_registry
 from ._ge_types import (
     PROTO_DT_FLOAT, PROTO_DT_UNDEFINED, UNKNOWN_DIM, UNKNOWN_RANK,

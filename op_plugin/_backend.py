@@ -1,0 +1,130 @@
+"""The `npugraph` torch.compile backend.
+
+    torch.compile(model, backend="npugraph")                         # mode "ge"
+    torch.compile(model, backend="npugraph", options={"mode": "aclgraph", "dump": "pbtxt"})
+    torch.compile(model, backend=op_plugin.npugraph_backend(mode="ge", dump="txt", dump_dir="dumps"))
+
+On an Ascend host (torch_npu imports and an NPU is present) the graph goes to TorchAir's own
+backend on the NPU. Anywhere else it goes to the simulator: the same TorchAir code lowers the graph
+with the same converters, and the GE executor runs the resulting GE graph on the CPU. There is no
+silent fallback: if neither is available, compiling fails with one line saying how to install.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ._errors import OpPluginError
+
+MODES = ("ge", "aclgraph")
+DUMP_FORMATS = ("txt", "pbtxt", "py")
+# torch.compile(mode=...) strings, mapped the way TorchAir maps them.
+_TORCH_COMPILE_MODES = {None: "ge", "default": "ge", "max-autotune": "ge", "reduce-overhead": "aclgraph"}
+
+
+@dataclass(frozen=True)
+class NpuGraphConfig:
+    """Options of the npugraph backend.
+
+    mode: "ge" (default; whole graph through the GE converters) or "aclgraph" (TorchAir's
+        npugraph_ex path: eager kernels + Meta functions, captured as an ACL graph).
+    dump: write each GE graph in TorchAir's dump format "txt", "pbtxt" or "py" (None: no dump).
+    dump_dir: folder for the dumps (default: the working folder, as TorchAir does).
+    """
+
+    mode: str = "ge"
+    dump: str | None = None
+    dump_dir: str | None = None
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise OpPluginError(f"npugraph: mode must be one of {MODES}, got {self.mode!r}")
+        if self.dump is not None and self.dump not in DUMP_FORMATS:
+            raise OpPluginError(f"npugraph: dump must be one of {DUMP_FORMATS} or None, got {self.dump!r}")
+
+
+def npugraph_backend(mode: str = "ge", dump: str | None = None, dump_dir: str | None = None) -> Callable:
+    """A torch.compile backend with these options (see NpuGraphConfig)."""
+    config = NpuGraphConfig(mode, dump, dump_dir)
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        return compile_graph(gm, example_inputs, config)
+
+    backend.config = config
+    return backend
+
+
+def npugraph(gm: torch.fx.GraphModule, example_inputs: list, mode: str | None = None,
+             options: dict | None = None) -> Callable:
+    """The `torch_dynamo_backends` entry point: torch.compile(backend="npugraph", mode=..., options={...})."""
+    if mode not in _TORCH_COMPILE_MODES:
+        raise OpPluginError(f"npugraph: torch.compile mode {mode!r} is not supported; "
+                            f"use one of {[m for m in _TORCH_COMPILE_MODES if m]} or options={{'mode': ...}}")
+    settings = {"mode": _TORCH_COMPILE_MODES[mode], **(options or {})}
+    unknown = set(settings) - {"mode", "dump", "dump_dir"}
+    if unknown:
+        raise OpPluginError(f"npugraph: unknown option(s) {sorted(unknown)}; options are mode, dump, dump_dir")
+    return compile_graph(gm, example_inputs, NpuGraphConfig(**settings))
+
+
+def on_ascend_host() -> bool:
+    """torch_npu is importable and reports an NPU. Never true on a host without CANN."""
+    if importlib.util.find_spec("torch_npu") is None:
+        return False
+    try:
+        import torch_npu  # noqa: F401
+    except Exception:  # torch_npu installed without CANN: not an Ascend host
+        return False
+    return bool(getattr(torch, "npu", None) and torch.npu.is_available())
+
+
+def load_torchair_for_host() -> tuple[Any, bool]:
+    """(torchair, simulated): TorchAir from torch_npu on an Ascend host, else the simulator's."""
+    if on_ascend_host():
+        import torchair  # shipped inside torch_npu; importable once torch_npu is
+
+        return torchair, False
+    from ._simulator import load_torchair
+
+    return load_torchair(), True
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGraphConfig) -> Callable:
+    torchair, simulated = load_torchair_for_host()
+    from ._ge_lowering import install_lowering
+
+    install_lowering(torchair, simulator=simulated)
+    if config.mode == "aclgraph" and simulated:
+        # npugraph_ex runs the eager kernels inside a captured ACL graph, which needs an NPU. Its
+        # numerics are those of the functionalized FX graph with the eager (reference) kernels,
+        # which is what AOT autograd runs here. Said, not silent:
+        from torch._dynamo.backends.debugging import aot_eager
+
+        _log_once("npugraph: mode 'aclgraph' on a CPU host runs the AOT graph with the reference kernels "
+                  "(ACL graph capture needs an NPU)")
+        return aot_eager(gm, example_inputs)
+    compiler_config = torchair.CompilerConfig()
+    compiler_config.mode = "max-autotune" if config.mode == "ge" else "reduce-overhead"
+    if config.dump:
+        compiler_config.debug.graph_dump.type = config.dump
+        if config.dump_dir:
+            os.makedirs(config.dump_dir, exist_ok=True)
+            compiler_config.debug.graph_dump.path = config.dump_dir
+    backend = torchair.get_npu_backend(compiler_config=compiler_config)
+    return backend(gm, example_inputs)
+
+
+_logged: set[str] = set()
+
+
+def _log_once(message: str) -> None:
+    if message not in _logged:
+        _logged.add(message)
+        import logging
+
+        logging.getLogger("op_plugin").info(message)
