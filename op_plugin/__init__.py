@@ -7,11 +7,12 @@ YAML file (see docs/yaml-format.md), attach Python pieces with the decorators be
 from ._decorators import backward, converter, meta, reference, setup_context
 from ._errors import MissingImplementationError, OpPluginError, YamlSpecError
 from ._backend import NpuGraphConfig, npugraph_backend
+from ._inspect import InspectReport, inspect
 from ._load import load_yaml
 
 __all__ = [
     "backward", "converter", "load_yaml", "meta", "reference", "setup_context", "npugraph_backend",
-    "NpuGraphConfig",
+    "NpuGraphConfig", "inspect", "InspectReport",
     "MissingImplementationError", "OpPluginError", "YamlSpecError", "shipped_yaml_files",
 ]
 __version__ = "0.1.0"

@@ -83,9 +83,9 @@ def on_ascend_host() -> bool:
     return bool(getattr(torch, "npu", None) and torch.npu.is_available())
 
 
-def load_torchair_for_host() -> tuple[Any, bool]:
+def load_torchair_for_host(force_simulator: bool = False) -> tuple[Any, bool]:
     """(torchair, simulated): TorchAir from torch_npu on an Ascend host, else the simulator's."""
-    if on_ascend_host():
+    if not force_simulator and on_ascend_host():
         import torchair  # shipped inside torch_npu; importable once torch_npu is
 
         return torchair, False
@@ -94,8 +94,9 @@ def load_torchair_for_host() -> tuple[Any, bool]:
     return load_torchair(), True
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGraphConfig) -> Callable:
-    torchair, simulated = load_torchair_for_host()
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGraphConfig,
+                  force_simulator: bool = False) -> Callable:
+    torchair, simulated = load_torchair_for_host(force_simulator)
     from ._ge_lowering import install_lowering
 
     install_lowering(torchair, simulator=simulated)

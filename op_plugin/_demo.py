@@ -1,5 +1,6 @@
 """`op-plugin demo`: a small decoder-style block built from the shipped ops, run eagerly, through
-its Meta functions, and compiled; prints the FX graph and checks compiled against eager."""
+its Meta functions, and compiled with backend="npugraph"; prints the FX and GE graphs and checks
+the compiled numbers against eager."""
 from __future__ import annotations
 
 import torch
@@ -64,25 +65,32 @@ def run_demo() -> int:
         fake = model(*(mode.from_tensor(t) for t in inputs))
     print(f"output {tuple(fake.shape)} {fake.dtype}")
 
-    print("\n== torch.compile(backend='aot_eager', dynamic=True, fullgraph=True) ==")
-    graphs = []
+    print("\n== torch.compile(backend='npugraph', dynamic=True, fullgraph=True) ==")
+    from ._backend import load_torchair_for_host
+    _, simulated = load_torchair_for_host()
+    print("host:", "CPU, GE graph executed by the op_plugin simulator" if simulated else "Ascend NPU")
+    report = op_plugin.inspect(model, *inputs, dynamic=True)
+    compiles = []
 
-    def keep_graph(gm, example_inputs):
-        graphs.append(gm)
-        from torch._dynamo.backends.debugging import aot_eager
-        return aot_eager(gm, example_inputs)
+    def counting_npugraph(gm, example_inputs):
+        compiles.append(gm)
+        return op_plugin.npugraph_backend()(gm, example_inputs)
 
-    compiled = torch.compile(model, backend=keep_graph, dynamic=True, fullgraph=True)
+    compiled = torch.compile(model, backend=counting_npugraph, dynamic=True, fullgraph=True)
     worst = 0.0
     for batch, seq in ((2, 8), (3, 5), (4, 11)):
         args = example_inputs(batch, seq)
         with torch.no_grad():
             got, want = compiled(*args), model(*args)
-        worst = max(worst, (got - want).abs().max().item())
-        print(f"batch {batch} seq {seq:2d}: max |compiled - eager| = {(got - want).abs().max().item():.2e}")
-    print(f"compiles: {len(graphs)} (one graph serves all three shapes)")
+        error = (got - want).abs().max().item()
+        worst = max(worst, error)
+        print(f"batch {batch} seq {seq:2d}: max |npugraph - eager| = {error:.2e}")
+    print(f"compiles: {len(compiles)} (one graph serves all three shapes)")
     print("\nFX graph (dynamo):")
-    print(graphs[0].code.strip())
-    ok = len(graphs) == 1 and worst <= 1e-4
-    print(f"\n{'OK' if ok else 'FAILED'}: compiled matches eager (max error {worst:.2e}, tolerance 1e-4)")
+    print(report.fx_graph.code.strip())
+    print("\nGE graph (TorchAir lowering; custom and fused ops come from the YAML ge: mappings):")
+    print(report.ge_text())
+    tolerance = 1e-4
+    ok = len(compiles) == 1 and worst <= tolerance
+    print(f"\n{'OK' if ok else 'FAILED'}: npugraph matches eager (max error {worst:.2e}, tolerance {tolerance})")
     return 0 if ok else 1
