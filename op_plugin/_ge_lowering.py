@@ -177,9 +177,33 @@ def _reference_ge_kernel(spec: OpSpec) -> Callable:
         kwargs = {arg.name: by_arg[arg.name] for arg in spec.schema.args if arg.kwarg_only and arg.name in by_arg}
         with torch.no_grad():
             result = st.reference(*args, **kwargs)
+            expected = _meta_result(spec, args, kwargs)
         results = list(result) if isinstance(result, (list, tuple)) else [result]
+        _check_against_meta(spec, node, results, expected)
         mutated = [by_arg[a.name] for a in spec.schema.args if a.mutated
                    and a.name not in {spec.schema.aliased_arg(r).name for r in spec.schema.returns if r.alias_set}]
         return (results + mutated)[:n_outputs]
 
     return kernel
+
+
+def _meta_result(spec: OpSpec, args: list, kwargs: dict) -> list:
+    """What the op's Meta function promises for these inputs (run on meta tensors, no data)."""
+    def to_meta(x):
+        return x.to("meta") if isinstance(x, torch.Tensor) else x
+
+    meta_args, meta_kwargs = torch.utils._pytree.tree_map(to_meta, (args, kwargs))
+    out = overload_of(spec)(*meta_args, **meta_kwargs)
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _check_against_meta(spec: OpSpec, node, results: list, expected: list) -> None:
+    """A reference kernel that contradicts the Meta function would make graph mode lie; refuse it."""
+    from ._simulator import GeExecutionError
+
+    for i, (got, want) in enumerate(zip(results, expected)):
+        if got.shape != want.shape or got.dtype != want.dtype:
+            raise GeExecutionError(
+                f"node '{node.name}' ({node.type}, reference kernel of {spec.qualname}) output {i}: "
+                f"got {got.dtype} {list(got.shape)} but the Meta function says {want.dtype} {list(want.shape)}; "
+                "the reference kernel and the YAML `outputs:` rule (or Meta function) disagree")

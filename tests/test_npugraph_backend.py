@@ -1,0 +1,163 @@
+"""The npugraph backend as a user meets it: by name from a fresh process, its options, its errors."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import op_plugin
+from op_plugin._load import unload
+from op_plugin import _registry
+from op_plugin._simulator import GeExecutionError
+
+MIXED_MODEL = textwrap.dedent('''
+    import sys
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Mixed(nn.Module):
+        """Ordinary layers mixed with shipped ops, which are looked up only in forward."""
+        def __init__(self, hidden=32):
+            super().__init__()
+            self.inp = nn.Linear(hidden, hidden)
+            self.norm = nn.LayerNorm(hidden)
+            self.gamma = nn.Parameter(torch.rand(hidden) + 0.5)
+            self.w = nn.Parameter(torch.randn(hidden, hidden) / hidden ** 0.5)
+            self.out = nn.Linear(hidden, hidden)
+
+        def forward(self, x):
+            npu = torch.ops.npu
+            h = F.gelu(self.inp(x), approximate="tanh")      # GE's Gelu is the tanh form
+            h = self.norm(h) + x                                 # residual add
+            y, _ = npu.npu_custom_rms_norm(h, self.gamma, 1e-6)
+            scores = torch.softmax(npu.npu_custom_linear(y, self.w) @ y.transpose(-1, -2), dim=-1)
+            return self.out(npu.npu_vector_add(scores @ y, h))
+
+    torch.manual_seed(0)
+    model = Mixed().eval()
+    assert "op_plugin" not in sys.modules
+    compiled = torch.compile(model, backend="npugraph", fullgraph=True, dynamic=DYNAMIC)
+    worst = 0.0
+    for batch, seq in ((2, 6), (3, 4), (5, 7)):
+        x = torch.randn(batch, seq, 32)
+        with torch.no_grad():
+            got = compiled(x)
+            want = model(x)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1.3e-6)
+        worst = max(worst, (got - want).abs().max().item())
+    print("op_plugin loaded by the entry point:", "op_plugin" in sys.modules)
+    print("max error", worst)
+''')
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_fresh_process_mixed_model_by_backend_name(tmp_path, dynamic):
+    script = tmp_path / "mixed.py"
+    script.write_text(MIXED_MODEL.replace("DYNAMIC", str(dynamic)))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "op_plugin loaded by the entry point: True" in result.stdout
+
+
+def test_without_simulator_one_clear_line(tmp_path):
+    code = textwrap.dedent('''
+        import torch
+        f = torch.compile(lambda x: x + 1, backend="npugraph")
+        try:
+            f(torch.ones(2))
+        except Exception as e:
+            cause = getattr(e, "inner_exception", None) or e   # dynamo wraps it in BackendCompilerFailed
+            print("TYPE:", type(cause).__name__)
+            print("ERROR:", cause)
+    ''')
+    env = {**os.environ, "OP_PLUGIN_SIMULATOR_DIR": str(tmp_path / "missing")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert "TYPE: SimulatorUnavailable" in result.stdout, result.stdout + result.stderr[-2000:]
+    message = result.stdout.split("ERROR: ", 1)[1].strip()
+    assert "\n" not in message                                     # one line
+    assert "make setup" in message and "python -m op_plugin._simulator.install" in message
+    assert str(tmp_path / "missing") in message
+
+
+def test_graph_dump_option(tmp_path):
+    backend = op_plugin.npugraph_backend(dump="pbtxt", dump_dir=str(tmp_path / "dumps"))
+    f = torch.compile(lambda x, g: torch.ops.npu.npu_custom_rms_norm(x, g)[0], backend=backend, fullgraph=True)
+    f(torch.randn(2, 8), torch.ones(8))
+    dumps = list((tmp_path / "dumps").rglob("*.pbtxt"))
+    assert dumps and any("RmsNorm" in p.read_text() for p in dumps)
+
+
+def test_options_are_validated():
+    with pytest.raises(op_plugin.OpPluginError, match="mode must be one of"):
+        op_plugin.npugraph_backend(mode="fast")
+    with pytest.raises(op_plugin.OpPluginError, match="dump must be one of"):
+        op_plugin.npugraph_backend(dump="json")
+    f = torch.compile(lambda x: x + 1, backend="npugraph", options={"colour": "red"})
+    with pytest.raises(Exception, match=r"unknown option\(s\) \['colour'\]"):
+        f(torch.ones(2))
+
+
+def test_aclgraph_mode_runs_the_reference_kernels():
+    x, g = torch.randn(3, 8), torch.rand(8)
+    f = torch.compile(lambda x, g: torch.ops.npu.npu_custom_rms_norm(x, g), backend="npugraph",
+                      options={"mode": "aclgraph"}, fullgraph=True)
+    for got, want in zip(f(x, g), torch.ops.npu.npu_custom_rms_norm(x, g)):
+        torch.testing.assert_close(got, want)
+
+
+def test_inspect_reports_fx_and_ge_graphs():
+    from op_plugin._demo import DemoBlock, example_inputs
+
+    report = op_plugin.inspect(DemoBlock().eval(), *example_inputs(), dynamic=True)
+    assert any(n.target is torch.ops.npu.npu_custom_rms_norm for n in report.fx_graph.graph.nodes)
+    types = report.ge_op_types
+    assert types[0] == "Data" and types[-1] == "NetOutput"
+    for expected in ("RmsNorm", "AddRmsNorm", "RotaryMul", "NpuCustomScaledSoftmax", "Swish"):
+        assert expected in types
+    assert "RotaryMul(" in report.ge_text()
+
+
+WRONG = """
+ops:
+  - func: npu_user_wrong_{what}(Tensor x) -> Tensor
+    outputs: [{{size: x.shape, dtype: x}}]
+    ge: {{type: NpuUserWrong{type}}}
+"""
+
+
+@pytest.mark.parametrize("what", ["shape", "dtype"])
+def test_executor_refuses_a_kernel_result_that_contradicts_the_meta(tmp_path, what):
+    """A reference kernel that disagrees with the Meta function is caught by the GE executor
+    (TorchAir itself checks only the number of outputs)."""
+    path = tmp_path / "wrong.yaml"
+    path.write_text(WRONG.format(what=what, type=what.capitalize()))
+    name = f"npu_user_wrong_{what}"
+    wrong = (lambda x: torch.cat([x, x])) if what == "shape" else (lambda x: x.double())
+    op_plugin.reference(name)(wrong)
+    op_plugin.load_yaml(path)
+    try:
+        f = torch.compile(lambda x: getattr(torch.ops.npu, name)(x) + 1, backend="npugraph", fullgraph=True)
+        with pytest.raises(GeExecutionError) as err:
+            f(torch.ones(2, 3))
+        assert f"NpuUserWrong{what.capitalize()}" in str(err.value)
+        assert what in str(err.value).lower()
+    finally:
+        unload(name)
+        _registry.detach(name, "reference")
+
+
+def test_op_without_ge_mapping_fails_with_what_to_add(tmp_path):
+    path = tmp_path / "nomap.yaml"
+    path.write_text("ops:\n  - func: npu_user_nomap(Tensor x) -> Tensor\n    outputs: [{size: x.shape, dtype: x}]\n")
+    op_plugin.reference("npu_user_nomap")(lambda x: x * 2)
+    op_plugin.load_yaml(path)
+    try:
+        f = torch.compile(lambda x: torch.ops.npu.npu_user_nomap(x), backend="npugraph", fullgraph=True)
+        with pytest.raises(Exception, match=r"nomap.yaml:2: op 'npu_user_nomap': field 'ge': .* has no GE mapping"):
+            f(torch.ones(2))
+    finally:
+        unload("npu_user_nomap")
+        _registry.detach("npu_user_nomap", "reference")
