@@ -161,3 +161,34 @@ def test_op_without_ge_mapping_fails_with_what_to_add(tmp_path):
     finally:
         unload("npu_user_nomap")
         _registry.detach("npu_user_nomap", "reference")
+
+
+def test_user_converter_decorator_replaces_the_generated_one(tmp_path):
+    """@op_plugin.converter after the backend is in use: the next compile lowers with it."""
+    path = tmp_path / "conv.yaml"
+    path.write_text("ops:\n  - func: npu_user_double(Tensor x) -> Tensor\n"
+                    "    outputs: [{size: x.shape, dtype: x}]\n    ge: {type: NpuUserDouble}\n")
+    op_plugin.reference("npu_user_double")(lambda x: x * 2)
+    op_plugin.load_yaml(path)
+    try:
+        x = torch.randn(3, 4)
+        f = torch.compile(lambda x: torch.ops.npu.npu_user_double(x), backend="npugraph", fullgraph=True)
+        with op_plugin._simulator.capture_graphs() as graphs:
+            torch.testing.assert_close(f(x), x * 2)
+        assert "NpuUserDouble" in op_plugin._inspect.ge_op_types(graphs[-1])
+
+        @op_plugin.converter("npu_user_double")
+        def double_as_add(x, meta_outputs=None):
+            from torchair._ge_concrete_graph import ge_apis as ge
+            return ge.Add(x, x)
+
+        torch._dynamo.reset()
+        g = torch.compile(lambda x: torch.ops.npu.npu_user_double(x), backend="npugraph", fullgraph=True)
+        with op_plugin._simulator.capture_graphs() as graphs:
+            torch.testing.assert_close(g(x), x * 2)
+        types = op_plugin._inspect.ge_op_types(graphs[-1])
+        assert "Add" in types and "NpuUserDouble" not in types
+    finally:
+        unload("npu_user_double")
+        for piece in ("reference", "converter"):
+            _registry.detach("npu_user_double", piece)
