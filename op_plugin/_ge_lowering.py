@@ -158,6 +158,8 @@ def _check_against_builtin(spec: OpSpec, builtin) -> None:
 
 def _reference_ge_kernel(spec: OpSpec) -> Callable:
     """Executor kernel for a custom GE type: the op's reference kernel on the node's inputs and attrs."""
+    from ._simulator._ge_types import ge_dtype_to_torch
+
     st = _registry.state(spec.qualname)
     n_outputs = len(ge_outputs(spec))
 
@@ -172,7 +174,9 @@ def _reference_ge_kernel(spec: OpSpec) -> Callable:
                 by_arg[ge_input.arg] = next((t for n, t in zip(names, inputs) if n == ge_input.ge_name), None)
         for a in spec.ge.attrs:
             if a.arg is not None:
-                by_arg[a.arg] = attrs[a.ge_name]
+                value = attrs[a.ge_name]
+                # ScalarType attrs travel as GE dtype numbers; the reference kernel wants a torch.dtype
+                by_arg[a.arg] = ge_dtype_to_torch(value) if a.value_type == "VT_DATA_TYPE" else value
         args = [by_arg[arg.name] for arg in spec.schema.args if not arg.kwarg_only and arg.name in by_arg]
         kwargs = {arg.name: by_arg[arg.name] for arg in spec.schema.args if arg.kwarg_only and arg.name in by_arg}
         with torch.no_grad():

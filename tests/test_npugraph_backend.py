@@ -192,3 +192,28 @@ def test_user_converter_decorator_replaces_the_generated_one(tmp_path):
         unload("npu_user_double")
         for piece in ("reference", "converter"):
             _registry.detach("npu_user_double", piece)
+
+
+def test_scalar_type_attr_and_meta_decorator_through_npugraph(tmp_path):
+    """An output dtype taken from a ScalarType argument: the YAML cannot say it, @op_plugin.meta does;
+    the dtype travels to GE as a DataType attr and back to the reference kernel."""
+    path = tmp_path / "cast.yaml"
+    path.write_text("ops:\n  - func: npu_user_scale_cast(Tensor x, ScalarType dtype, float scale=2.0) -> Tensor\n"
+                    "    ge: {type: NpuUserScaleCast}\n")
+    op_plugin.reference("npu_user_scale_cast")(lambda x, dtype, scale=2.0: (x * scale).to(dtype))
+    op_plugin.meta("npu_user_scale_cast")(lambda x, dtype, scale=2.0: x.new_empty(x.shape, dtype=dtype))
+    op_plugin.load_yaml(path)
+    try:
+        x = torch.randn(4, 3)
+        f = torch.compile(lambda x: torch.ops.npu.npu_user_scale_cast(x, torch.float16, 0.5),
+                          backend="npugraph", fullgraph=True)
+        with op_plugin._simulator.capture_graphs() as graphs:
+            got = f(x)
+        assert got.dtype == torch.float16
+        torch.testing.assert_close(got, (x * 0.5).half())
+        node = next(n for n in graphs[-1].op if n.type == "NpuUserScaleCast")
+        assert node.attr["dtype"].HasField("dt")
+    finally:
+        unload("npu_user_scale_cast")
+        for piece in ("reference", "meta"):
+            _registry.detach("npu_user_scale_cast", piece)
