@@ -23,7 +23,7 @@ from ._errors import OpPluginError
 from ._schema import ArgKind
 from ._spec import OpSpec, Sample, TensorSample
 
-__all__ = ["SampleCase", "sample_cases", "tolerances"]
+__all__ = ["SampleCase", "assert_results_close", "clone_tree", "sample_cases", "tolerances"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,24 @@ def tolerances(dtype: torch.dtype) -> dict:
         torch.float32: dict(atol=1e-5, rtol=1.3e-6),
         torch.float64: dict(atol=1e-7, rtol=1e-7),
     }.get(dtype, dict(atol=0, rtol=0))
+
+
+def clone_tree(tree: Any) -> Any:
+    """Detached copies of every tensor in a nest of lists/tuples/dicts (inputs for a second run)."""
+    return torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), tree)
+
+
+def assert_results_close(actual: Any, expected: Any) -> None:
+    """Same structure, dtypes and shapes, and values within `tolerances(dtype)`; non-tensors equal."""
+    actual_leaves = torch.utils._pytree.tree_leaves(actual)
+    expected_leaves = torch.utils._pytree.tree_leaves(expected)
+    assert len(actual_leaves) == len(expected_leaves), (len(actual_leaves), len(expected_leaves))
+    for got, want in zip(actual_leaves, expected_leaves):
+        if isinstance(want, torch.Tensor):
+            assert isinstance(got, torch.Tensor) and got.dtype == want.dtype and got.shape == want.shape, (got, want)
+            torch.testing.assert_close(got, want, **tolerances(want.dtype))
+        else:
+            assert got == want
 
 
 def sample_cases(name: str | None = None) -> list[SampleCase]:

@@ -5,7 +5,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from op_plugin.testing import tolerances
+from op_plugin.testing import assert_results_close, clone_tree
 
 
 class GraphRecorder:
@@ -44,22 +44,6 @@ def _targets(gm):
     return found
 
 
-def _clone_inputs(args, kwargs):
-    def clone(x):
-        return x.detach().clone() if isinstance(x, torch.Tensor) else x
-    return torch.utils._pytree.tree_map(clone, (args, kwargs))
-
-
-def _assert_same(actual, expected):
-    actual, expected = torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(expected)
-    assert len(actual) == len(expected)
-    for a, e in zip(actual, expected):
-        if isinstance(e, torch.Tensor):
-            torch.testing.assert_close(a, e, **tolerances(e.dtype))
-        else:
-            assert a == e
-
-
 @pytest.mark.parametrize("dynamic", [True], ids=["dynamic"])
 def test_compiled_matches_eager_without_recompiles(case, dynamic):
     recorder = GraphRecorder()
@@ -73,13 +57,13 @@ def test_compiled_matches_eager_without_recompiles(case, dynamic):
     assert len({tuple(v.values()) for v in variants}) == 3 or not case.used_dims()
     for dims in variants:
         args, kwargs = case.inputs(dims, seed=7)
-        eager_args, eager_kwargs = _clone_inputs(args, kwargs)
+        eager_args, eager_kwargs = clone_tree((args, kwargs))
         with torch.no_grad():
             got = compiled(*args, **kwargs)
             want = op(*eager_args, **eager_kwargs)
-        _assert_same(got, want)
+        assert_results_close(got, want)
         # in-place ops must have mutated the caller's tensors the same way
-        _assert_same((args, kwargs), (eager_args, eager_kwargs))
+        assert_results_close((args, kwargs), (eager_args, eager_kwargs))
     assert recorder.compiles == 1, f"recompiled: {recorder.compiles} compiles"
     # whole in the graph: the op itself is called, not a decomposition into aten ops
     assert op in _targets(recorder.dynamo_graphs[0])

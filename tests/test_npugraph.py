@@ -7,20 +7,7 @@ import op_plugin
 from op_plugin import _registry, _simulator
 from op_plugin._inspect import ge_op_types
 from op_plugin._simulator._ge_types import decode_attr
-from op_plugin.testing import tolerances
-
-
-def _clone(tree):
-    return torch.utils._pytree.tree_map(lambda x: x.detach().clone() if isinstance(x, torch.Tensor) else x, tree)
-
-
-def _assert_same(got, want):
-    got, want = torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        if isinstance(w, torch.Tensor):
-            assert g.dtype == w.dtype and g.shape == w.shape
-            torch.testing.assert_close(g, w, **tolerances(w.dtype))
+from op_plugin.testing import assert_results_close, clone_tree
 
 
 class CountingNpugraph:
@@ -38,12 +25,12 @@ class CountingNpugraph:
 
 def _run(case, compiled, dims=None, seed=5):
     args, kwargs = case.inputs(dims, seed=seed)
-    eager_args, eager_kwargs = _clone((args, kwargs))
+    eager_args, eager_kwargs = clone_tree((args, kwargs))
     with torch.no_grad():
         got = compiled(*args, **kwargs)
         want = case.op(*eager_args, **eager_kwargs)
-    _assert_same(got, want)
-    _assert_same((args, kwargs), (eager_args, eager_kwargs))   # in-place ops mutate the same way
+    assert_results_close(got, want)
+    assert_results_close((args, kwargs), (eager_args, eager_kwargs))   # in-place ops mutate the same way
     return args, kwargs
 
 
