@@ -27,7 +27,7 @@ import heapq
 
 import torch
 
-from . import _ge_kernels, _ge_kernels_fused  # noqa: F401  (register the built-in kernels)
+from . import _ge_kernels, _ge_kernels_fused, _ge_kernels_math, _ge_kernels_nn  # noqa: F401  (register the built-in kernels)
 from . import _ge_registry
 from ._ge_types import (
     PROTO_DT_FLOAT, PROTO_DT_UNDEFINED, UNKNOWN_DIM, UNKNOWN_RANK,

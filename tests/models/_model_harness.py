@@ -1,0 +1,60 @@
+"""Helpers for tests/models: compile an example model with npugraph and compare with eager.
+
+Not a conftest: imported by name from this folder only (pytest puts tests/models on sys.path).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+import op_plugin
+from op_plugin._inspect import ge_op_types
+from op_plugin._simulator import capture_graphs
+
+# examples/ lives at the repository root, which .venv/bin/pytest does not put on sys.path.
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+DTYPE_IDS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+class CountingNpugraph:
+    """The npugraph backend, counting finished compiles (as tests/test_npugraph.py does)."""
+
+    def __init__(self):
+        self.compiles = 0
+        self._backend = op_plugin.npugraph_backend()
+
+    def __call__(self, gm, example_inputs):
+        compiled = self._backend(gm, example_inputs)
+        self.compiles += 1
+        return compiled
+
+
+def compile_model(model, dynamic: bool):
+    backend = CountingNpugraph()
+    return torch.compile(model, backend=backend, fullgraph=True, dynamic=dynamic), backend
+
+
+def clone_inputs(inputs):
+    return tuple(t.detach().clone() for t in inputs)
+
+
+def run_and_capture(compiled, inputs):
+    """Run the compiled model under no_grad; returns (outputs, GE op types of each new GE graph)."""
+    with capture_graphs() as graphs, torch.no_grad():
+        out = compiled(*inputs)
+    return out, [ge_op_types(g) for g in graphs], list(graphs)
+
+
+def dynamic_data_dims(graph) -> list:
+    """Shapes of the graph's Data nodes (-1 marks a symbolic dim)."""
+    return [list(op.output_desc[0].shape.dim) for op in graph.op if op.type == "Data"]
+
+
+def assert_close(got, want, tolerance: dict, what: str = "output"):
+    assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, want.dtype, got.shape, want.shape)
+    torch.testing.assert_close(got, want, **tolerance, msg=lambda m: f"{what}: {m}")
