@@ -15,10 +15,14 @@ $(STAMP): pyproject.toml Makefile
 	# torch first and pinned: the CPU build of 2.13.0 comes from this machine's local file; an
 	# unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	# The CPU simulator: torch-npu (pinned) unpacked beside the environment, never pip-installed
 	# into it (that would make `import torch` try to load the NPU runtime).
 	$(PY) -m op_plugin._simulator.install
+	# Graphviz's `dot` renders `op-plugin inspect` pictures (Debian package graphviz); without it
+	# inspect still prints the graphs and writes the .dot file.
+	command -v dot >/dev/null || (apt-get update && apt-get install -y --no-install-recommends graphviz) \
+		|| echo "warning: could not install graphviz (dot); op-plugin inspect will not render SVG/PNG"
 	touch $(STAMP)
 
 demo: setup
@@ -26,6 +30,11 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# Benchmarks: writes docs/benchmarks.md and docs/benchmarks-lowering.png (about 10 minutes).
+.PHONY: bench
+bench: setup
+	$(PY) -m bench.run_all
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

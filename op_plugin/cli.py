@@ -40,6 +40,118 @@ def _demo(args) -> int:
     return run_demo()
 
 
+def _load_factory(target: str):
+    """`MODULE:FACTORY` -> the factory callable; the working directory is importable (like -m)."""
+    import importlib
+    import os
+
+    module_name, sep, attr_path = target.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise ValueError(f"expected MODULE:FACTORY (e.g. my_model:make), got {target!r}")
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import module '{module_name}' (from {cwd}): {exc}") from exc
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"module '{module_name}' has no attribute '{attr_path}'")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"{target} is not callable; FACTORY() must return (model, example_inputs)")
+    return obj
+
+
+def _call_factory(target: str):
+    made = _load_factory(target)()
+    if not isinstance(made, (tuple, list)) or len(made) != 2:
+        raise ValueError(f"{target}() must return (model, example_inputs), got {type(made).__name__}")
+    model, inputs = made
+    if not callable(model):
+        raise ValueError(f"{target}() returned a model that is not callable: {type(model).__name__}")
+    if not isinstance(inputs, (tuple, list)):
+        raise ValueError(f"{target}() must return example_inputs as a tuple or list, got {type(inputs).__name__}")
+    return model, tuple(inputs)
+
+
+def _inspect(args) -> int:
+    from pathlib import Path
+
+    import op_plugin
+
+    from ._graph_picture import GraphvizMissing, ge_graph_dot, render
+
+    try:
+        model, inputs = _call_factory(args.target)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    formats = [f.strip().lower() for f in args.format.split(",") if f.strip()]
+    report = op_plugin.inspect(model, *inputs, dynamic=args.dynamic)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written, status = [], 0
+    for i, gm in enumerate(report.fx_graphs):
+        print(f"== FX graph {i} (dynamo) ==\n{gm.code.strip()}\n")
+        path = out / f"fx_graph_{i}.py"
+        path.write_text(gm.code.strip() + "\n", encoding="utf-8")
+        written.append(path)
+    for i, graph_def in enumerate(report.ge_graphs):
+        text = report.ge_text(i)
+        print(f"== GE graph {i} (TorchAir lowering) ==\n{text}\n")
+        path = out / f"ge_graph_{i}.txt"
+        path.write_text(text + "\n", encoding="utf-8")
+        written.append(path)
+        dot = ge_graph_dot(graph_def, fold_consts=not args.show_consts, fold_shape_ops=not args.show_shape_ops,
+                           title=f"GE graph {i} of {args.target}")
+        try:
+            written += render(dot, out, f"ge_graph_{i}", formats)
+        except GraphvizMissing as exc:
+            written.append(out / f"ge_graph_{i}.dot")
+            print(f"error: {exc}", file=sys.stderr)
+            status = 1
+    if not report.ge_graphs:
+        print("note: no GE graph was produced (nothing was compiled)", file=sys.stderr)
+    print("wrote:\n" + "\n".join(f"  {p}" for p in written))
+    return status
+
+
+def _msopgen(args) -> int:
+    from ._errors import YamlSpecError
+    from ._load import parse_yaml
+    from ._msopgen import dumps, msopgen_ops, snake_case, write_jsons
+
+    specs, failed = [], 0
+    for path in args.files:
+        try:
+            specs.extend(parse_yaml(path))
+        except YamlSpecError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed += 1
+    if failed:
+        return 1
+    result = msopgen_ops(specs)
+    log = sys.stderr if args.out is None else sys.stdout  # stdout carries the JSON without --out
+    for spec, ge_type in result.builtin:
+        print(f"skip {spec.qualname}: GE type {ge_type} is a CANN built-in op; it already has a kernel", file=log)
+    for spec in result.no_ge:
+        print(f"skip {spec.qualname}: no `ge:` mapping (eager and aclgraph mode only, or a hand-written converter)",
+              file=log)
+    for note in result.notes:
+        print(f"note: {note}", file=log)
+    if args.out is None:
+        print(dumps(result.ops))
+        return 0
+    for spec, path in zip(result.sources, write_jsons(result, args.out)):
+        print(f"wrote {path}: {spec.ge.type} for {spec.qualname}\n"
+              f"    msopgen gen -i {path} -f pytorch -c ai_core-<soc_version> -lan cpp -out ./{spec.ge.type}")
+    if not result.ops:
+        print("no custom GE ops: nothing to generate")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="op-plugin", description="Custom NPU operators from YAML into PyTorch graph mode.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -51,6 +163,23 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(run=_list)
     p = sub.add_parser("demo", help="run the demo model eagerly, through Meta functions and compiled")
     p.set_defaults(run=_demo)
+    p = sub.add_parser("inspect", help="FX and GE graphs of a model, as text and as a picture",
+                       description="Import MODULE (the working directory is importable), call FACTORY() -> "
+                                   "(model, example_inputs), compile with the npugraph backend and run once; print "
+                                   "the FX and GE graphs and draw each GE graph with Graphviz.")
+    p.add_argument("target", metavar="MODULE:FACTORY")
+    p.add_argument("--dynamic", action="store_true", help="compile with dynamic shapes")
+    p.add_argument("--out", default="op-plugin-inspect", metavar="DIR",
+                   help="folder for the pictures and text dumps (default: ./op-plugin-inspect)")
+    p.add_argument("--format", default="svg,png", help="picture formats, comma-separated (default: svg,png)")
+    p.add_argument("--show-consts", action="store_true", help="draw Const nodes instead of folding them")
+    p.add_argument("--show-shape-ops", action="store_true",
+                   help="draw shape arithmetic (Shape, Pack of sizes, ...) instead of folding it")
+    p.set_defaults(run=_inspect)
+    p = sub.add_parser("msopgen", help="msOpGen JSON (Ascend C op project) for the custom GE ops of YAML files")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--out", metavar="DIR", help="write one <op>.json per custom op here (default: JSON to stdout)")
+    p.set_defaults(run=_msopgen)
     args = parser.parse_args(argv)
     return args.run(args)
 
