@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -106,8 +107,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
         # which is what AOT autograd runs here. Said, not silent:
         from torch._dynamo.backends.debugging import aot_eager
 
-        _log_once("npugraph: mode 'aclgraph' on a CPU host runs the AOT graph with the reference kernels "
-                  "(ACL graph capture needs an NPU)")
+        _warn_once("npugraph: mode 'aclgraph' on a CPU host runs the AOT graph with the reference kernels "
+                   "(ACL graph capture needs an NPU)")
         return aot_eager(gm, example_inputs)
     compiler_config = torchair.CompilerConfig()
     compiler_config.mode = "max-autotune" if config.mode == "ge" else "reduce-overhead"
@@ -120,12 +121,6 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
     return backend(gm, example_inputs)
 
 
-_logged: set[str] = set()
-
-
-def _log_once(message: str) -> None:
-    if message not in _logged:
-        _logged.add(message)
-        import logging
-
-        logging.getLogger("op_plugin").info(message)
+def _warn_once(message: str) -> None:
+    # The default warnings filter shows a given message once per call site.
+    warnings.warn(message, UserWarning, stacklevel=3)

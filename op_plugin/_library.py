@@ -55,7 +55,6 @@ def exists_in_dispatcher(spec: OpSpec) -> bool:
 def _register_op(lib: torch.library.Library, spec: OpSpec) -> None:
     schema = spec.schema
     tags = (torch.Tag.inplace,) if any(r.alias_set for r in schema.returns) else ()
-    # `define` takes the schema without the op's own name prefix only as a whole string.
     lib.define(schema.text, tags=tags)
     overload_name = schema.name + (f".{schema.overload}" if schema.overload else "")
     lib.impl(overload_name, _eager_kernel(spec), "CompositeExplicitAutograd")
