@@ -44,12 +44,19 @@ _Control = collections.namedtuple("_Control", "node")  # a control edge: orderin
 
 
 class _Step:
-    __slots__ = ("op", "inputs", "attrs")
+    """One node, with everything that does not depend on the inputs worked out once: its decoded
+    attrs, its kernel (or Const value), and the dtype/shape each output must have."""
+
+    __slots__ = ("op", "inputs", "attrs", "kernel", "const", "checks")
 
     def __init__(self, op, inputs, attrs):
         self.op = op
         self.inputs = inputs
         self.attrs = attrs
+        self.kernel = None
+        self.const = None
+        self.checks = [_expectation(desc, f"node {op.name!r} ({op.type}) output {i}", trust_float=False)
+                       for i, desc in enumerate(op.output_desc)]
 
 
 def _parse_input(text: str):
@@ -114,7 +121,12 @@ class GraphPlan:
         for op in topological_order(list(graph_def.op)):
             refs = [_parse_input(text) for text in op.input]
             data_refs = [ref for ref in refs if not isinstance(ref, _Control)]
-            self.steps.append(_Step(op, data_refs, decode_attrs(op)))
+            step = _Step(op, data_refs, decode_attrs(op))
+            self.steps.append(step)
+            if op.type == "Const":
+                step.const = decode_tensor_def(op.attr["value"].t, where=f"Const node {op.name!r}: ")
+            elif op.type not in ("Data", "RefData", "NetOutput"):
+                step.kernel = _kernel_for(op)
             if op.type == "NetOutput":
                 if self.outputs is not None:
                     raise GeExecutionError(f"GE graph {self.name!r} has more than one NetOutput")
@@ -134,12 +146,12 @@ class GraphPlan:
             if op.type in ("Data", "RefData"):
                 values[(op.name, 0)] = _data_value(op, step.attrs, inputs)
             elif op.type == "Const":
-                values[(op.name, 0)] = decode_tensor_def(op.attr["value"].t, where=f"Const node {op.name!r}: ")
+                values[(op.name, 0)] = step.const
             elif op.type == "NetOutput":
                 return self._collect_outputs(step, values, inputs)
             else:
                 args = [None if ref is None else _lookup(values, ref, op) for ref in step.inputs]
-                for index, tensor in enumerate(_run_kernel(op, args, step.attrs)):
+                for index, tensor in enumerate(_run_kernel(step, args)):
                     values[(op.name, index)] = tensor
         raise GeExecutionError(f"GE graph {self.name!r}: NetOutput was never reached")  # unreachable
 
@@ -193,7 +205,7 @@ def _lookup(values, ref, op):
         ) from None
 
 
-def _run_kernel(op, args, attrs) -> list:
+def _kernel_for(op):
     kernel = _ge_registry.lookup_kernel(op.type)
     if kernel is None:
         raise GeExecutionError(
@@ -201,8 +213,13 @@ def _run_kernel(op, args, attrs) -> list:
             f"Add one with op_plugin._simulator.register_ge_kernel({op.type!r}, fn), where "
             "fn(inputs, attrs, node) returns the list of output tensors"
         )
+    return kernel
+
+
+def _run_kernel(step: _Step, args) -> list:
+    op = step.op
     try:
-        outputs = kernel(args, attrs, op)
+        outputs = step.kernel(args, step.attrs, op)
     except GeExecutionError:
         raise
     except Exception as error:  # name the node: a bare torch error says nothing about the graph
@@ -210,17 +227,31 @@ def _run_kernel(op, args, attrs) -> list:
     if isinstance(outputs, torch.Tensor) or not isinstance(outputs, (list, tuple)):
         raise GeExecutionError(f"GE kernel for {op.type} (node {op.name!r}) must return a list of tensors, got {type(outputs).__name__}")
     outputs = list(outputs)
-    if len(op.output_desc) and len(outputs) != len(op.output_desc):
+    if step.checks and len(outputs) != len(step.checks):
         raise GeExecutionError(
-            f"node {op.name!r} ({op.type}): the graph declares {len(op.output_desc)} outputs, the kernel returned {len(outputs)}"
+            f"node {op.name!r} ({op.type}): the graph declares {len(step.checks)} outputs, the kernel returned {len(outputs)}"
         )
     for index, tensor in enumerate(outputs):
-        where = f"node {op.name!r} ({op.type}) output {index}"
         if not isinstance(tensor, torch.Tensor):
-            raise GeExecutionError(f"{where}: the kernel returned {type(tensor).__name__}, not a tensor")
-        if index < len(op.output_desc):
-            _check_tensor(tensor, op.output_desc[index], where, trust_float=False)
+            raise GeExecutionError(f"node {op.name!r} ({op.type}) output {index}: the kernel returned "
+                                   f"{type(tensor).__name__}, not a tensor")
+        if index < len(step.checks):
+            _check_expectation(tensor, step.checks[index])
     return outputs
+
+
+def _expectation(desc, where: str, *, trust_float: bool) -> tuple:
+    """(where, dtype or None, shape or None) that a tensor described by `desc` must have."""
+    shape = [int(dim) for dim in desc.shape.dim] if desc.HasField("shape") else None
+    return where, _declared_dtype(desc, trust_float), shape
+
+
+def _check_expectation(tensor: torch.Tensor, expectation: tuple) -> None:
+    where, expected_dtype, declared = expectation
+    if expected_dtype is not None and tensor.dtype != expected_dtype:
+        raise GeExecutionError(f"{where}: dtype mismatch, expected {expected_dtype}, got {tensor.dtype}")
+    if declared is not None and not _shape_matches(declared, list(tensor.shape)):
+        raise GeExecutionError(f"{where}: shape mismatch, expected {declared}, got {list(tensor.shape)}")
 
 
 def _declared_dtype(desc, trust_float: bool):
@@ -241,14 +272,7 @@ def _shape_matches(declared: list, actual: list) -> bool:
 
 
 def _check_tensor(tensor: torch.Tensor, desc, where: str, *, trust_float: bool) -> None:
-    expected_dtype = _declared_dtype(desc, trust_float)
-    if expected_dtype is not None and tensor.dtype != expected_dtype:
-        raise GeExecutionError(f"{where}: dtype mismatch, expected {expected_dtype}, got {tensor.dtype}")
-    if desc.HasField("shape"):
-        declared = [int(dim) for dim in desc.shape.dim]
-        actual = list(tensor.shape)
-        if not _shape_matches(declared, actual):
-            raise GeExecutionError(f"{where}: shape mismatch, expected {declared}, got {actual}")
+    _check_expectation(tensor, _expectation(desc, where, trust_float=trust_float))
 
 
 def compile_graph(graph_def) -> GraphPlan:
