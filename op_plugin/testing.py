@@ -47,7 +47,9 @@ class SampleCase:
         for _, value in self.sample.values:
             for item in _leaves(value):
                 names = list(item.shape) + [item.low, item.high] if isinstance(item, TensorSample) else [item]
-                found += [n for n in names if isinstance(n, str) and n in declared and n not in found]
+                for n in names:  # a plain loop: a shape may use one name twice ([B, 2, S, S])
+                    if isinstance(n, str) and n in declared and n not in found:
+                        found.append(n)
         return found
 
     def variants(self, count: int = 3) -> list[dict[str, int]]:

@@ -1,0 +1,88 @@
+"""Run every benchmark and write docs/benchmarks.md and docs/benchmarks-lowering.png.
+
+    make bench                      # = make setup, then this
+    python -m bench.run_all         # or: python bench/run_all.py
+    python -m bench.run_all --quick --out /tmp/bench.md    # tiny configuration, figures meaningless
+
+Each benchmark runs in its own fresh interpreter (`python -m bench.<name> --json ...`), so one
+benchmark's imports, caches and TorchAir patches never affect another's figures.
+"""
+from __future__ import annotations
+
+if __name__ == "__main__" and not __package__:  # `python bench/run_all.py`
+    import pathlib, sys  # noqa: E401
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+    from bench._common import script_shim
+    script_shim(__file__, "run_all")
+    raise SystemExit
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ._common import ROOT, machine_info, versions
+from ._report import fmt, render_markdown
+
+MODULES = ("compile_time", "lowering_scaling", "steady_state", "recompiles", "dispatch", "registration")
+
+
+def run_module(name: str, quick: bool, folder: Path) -> dict:
+    out = folder / f"{name}.json"
+    cmd = [sys.executable, "-m", f"bench.{name}", "--json", str(out)] + (["--quick"] if quick else [])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    print(f"\n### bench.{name}", flush=True)
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+    result = json.loads(out.read_text(encoding="utf-8"))
+    result.setdefault("config", {})["wall_s"] = round(time.perf_counter() - start, 1)
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run_all", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny configuration (smoke test)")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown file to write")
+    parser.add_argument("--only", help="comma-separated subset of " + ",".join(MODULES))
+    args = parser.parse_args(argv)
+    names = [n for n in MODULES if not args.only or n in args.only.split(",")]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    start = time.perf_counter()
+    load_before = os.getloadavg()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="op_plugin_bench_") as tmp:
+        for name in names:
+            results.append(run_module(name, args.quick, Path(tmp)))
+    wall = time.perf_counter() - start
+    load_after = os.getloadavg()
+
+    plots = {}
+    for result in results:
+        if result["name"] == "lowering_scaling":
+            from .lowering_scaling import plot
+
+            png = out.with_name(out.stem + "-lowering.png")
+            plot(result, png)
+            plots["lowering_scaling"] = png.name
+    machine = machine_info()
+    machine["load average (1 min) before / after the run"] = f"{load_before[0]:.2f} / {load_after[0]:.2f}"
+    command = "make bench" if not args.quick else "python -m bench.run_all --quick"
+    text = render_markdown(results, machine=machine, versions=versions(), plots=plots, wall_s=wall, command=command)
+    out.write_text(text, encoding="utf-8")
+    print(f"\nwrote {out}" + (f" and {out.with_name(plots['lowering_scaling'])}" if plots else "")
+          + f" in {wall:.0f} s")
+    for result in results:
+        for g in result.get("goals", []):
+            print(f"  {'met   ' if g['met'] else 'MISSED'} {g['goal']}: {fmt(g['value'])}{g.get('unit', '')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
