@@ -23,7 +23,7 @@ from ._errors import OpPluginError
 from ._schema import ArgKind
 from ._spec import OpSpec, Sample, TensorSample
 
-__all__ = ["SampleCase", "assert_results_close", "clone_tree", "sample_cases", "tolerances"]
+__all__ = ["CountingNpugraph", "SampleCase", "assert_results_close", "clone_tree", "sample_cases", "tolerances"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,21 @@ def tolerances(dtype: torch.dtype) -> dict:
         torch.float32: dict(atol=1e-5, rtol=1.3e-6),
         torch.float64: dict(atol=1e-7, rtol=1e-7),
     }.get(dtype, dict(atol=0, rtol=0))
+
+
+class CountingNpugraph:
+    """The npugraph backend, counting finished compiles (a restarted first attempt is not counted)."""
+
+    def __init__(self, **options):
+        from ._backend import npugraph_backend
+
+        self.compiles = 0
+        self._backend = npugraph_backend(**options)
+
+    def __call__(self, gm, example_inputs):
+        compiled = self._backend(gm, example_inputs)
+        self.compiles += 1
+        return compiled
 
 
 def clone_tree(tree: Any) -> Any:

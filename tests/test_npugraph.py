@@ -10,17 +10,7 @@ from op_plugin._simulator._ge_types import decode_attr
 from op_plugin.testing import assert_results_close, clone_tree
 
 
-class CountingNpugraph:
-    """The npugraph backend, counting finished compiles."""
-
-    def __init__(self):
-        self.compiles = 0
-        self._backend = op_plugin.npugraph_backend()
-
-    def __call__(self, gm, example_inputs):
-        compiled = self._backend(gm, example_inputs)
-        self.compiles += 1
-        return compiled
+from op_plugin.testing import CountingNpugraph
 
 
 def _run(case, compiled, dims=None, seed=5):

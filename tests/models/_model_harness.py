@@ -21,17 +21,7 @@ if _ROOT not in sys.path:
 DTYPE_IDS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
-class CountingNpugraph:
-    """The npugraph backend, counting finished compiles (as tests/test_npugraph.py does)."""
-
-    def __init__(self):
-        self.compiles = 0
-        self._backend = op_plugin.npugraph_backend()
-
-    def __call__(self, gm, example_inputs):
-        compiled = self._backend(gm, example_inputs)
-        self.compiles += 1
-        return compiled
+from op_plugin.testing import CountingNpugraph  # noqa: F401  (re-exported for the model tests)
 
 
 def compile_model(model, dynamic: bool):
