@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ._ge_kernels import _rms_norm
 from ._ge_registry import builtin_kernel
 
 
@@ -14,19 +15,12 @@ def _opmath(t: torch.Tensor) -> torch.Tensor:
     return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 
-def _rms(x: torch.Tensor, gamma: torch.Tensor, epsilon: float):
-    dims = list(range(x.dim() - gamma.dim(), x.dim()))
-    wide = _opmath(x)
-    rstd = torch.rsqrt(wide.pow(2).mean(dim=dims, keepdim=True) + epsilon)
-    return (wide * rstd * _opmath(gamma)).to(x.dtype), rstd.float()
-
-
 @builtin_kernel("AddRmsNorm")
 def _add_rms_norm(inputs, attrs, node):
     """y = rmsnorm(x1 + x2) * gamma, rstd (float32), x = x1 + x2 (in the input dtype)."""
     x1, x2, gamma = inputs
     x = (_opmath(x1) + _opmath(x2)).to(x1.dtype)
-    y, rstd = _rms(x, gamma, attrs.get("epsilon", 1e-6))
+    y, rstd = _rms_norm([x, gamma], attrs, node)   # the RmsNorm kernel on the sum
     return [y, rstd, x]
 
 

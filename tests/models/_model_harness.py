@@ -21,7 +21,7 @@ if _ROOT not in sys.path:
 DTYPE_IDS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
-from op_plugin.testing import CountingNpugraph  # noqa: F401  (re-exported for the model tests)
+from op_plugin.testing import CountingNpugraph, tolerances  # noqa: F401  (CountingNpugraph: re-exported)
 
 
 def compile_model(model, dynamic: bool):
@@ -48,3 +48,12 @@ def dynamic_data_dims(graph) -> list:
 def assert_close(got, want, tolerance: dict, what: str = "output"):
     assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, want.dtype, got.shape, want.shape)
     torch.testing.assert_close(got, want, **tolerance, msg=lambda m: f"{what}: {m}")
+
+
+def check_against_eager(compiled, model, inputs, dtype):
+    """Run `compiled` on copies of `inputs` and the eager model on the originals; compare."""
+    got, op_types, graphs = run_and_capture(compiled, clone_inputs(inputs))
+    with torch.no_grad():
+        want = model(*inputs)
+    assert_close(got, want, tolerances(dtype))
+    return op_types, graphs

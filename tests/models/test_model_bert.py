@@ -7,7 +7,7 @@ bf16 1.6e-2). The model's GELU is approximate="tanh" because GE Gelu is the tanh
 import pytest
 import torch
 
-from _model_harness import DTYPE_IDS, assert_close, clone_inputs, compile_model, dynamic_data_dims, run_and_capture
+from _model_harness import DTYPE_IDS, assert_close, check_against_eager, compile_model, dynamic_data_dims
 from op_plugin.testing import tolerances
 
 from examples import bert_layer
@@ -23,21 +23,13 @@ def _model(dtype):
     return bert_layer.BertLayer().to(dtype).eval()
 
 
-def _check(compiled, model, inputs, dtype):
-    got, op_types, graphs = run_and_capture(compiled, clone_inputs(inputs))
-    with torch.no_grad():
-        want = model(*inputs)
-    assert_close(got, want, tolerances(dtype))
-    return op_types, graphs
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS.get)
 def test_static_matches_eager(dtype):
     model = _model(dtype)
     compiled, backend = compile_model(model, dynamic=False)
     inputs = bert_layer.example_inputs(model, *SIZES[0])
     assert inputs[1].min() == 0, "the example must contain padding"
-    (op_types,), _ = _check(compiled, model, inputs, dtype)
+    (op_types,), _ = check_against_eager(compiled, model, inputs, dtype)
     assert EXPECTED_OPS <= set(op_types), sorted(EXPECTED_OPS - set(op_types))
     assert backend.compiles == 1
 
@@ -48,7 +40,7 @@ def test_dynamic_three_sizes_one_compile(dtype):
     compiled, backend = compile_model(model, dynamic=True)
     graph_count = 0
     for index, (batch, seq) in enumerate(SIZES):
-        _, graphs = _check(compiled, model, bert_layer.example_inputs(model, batch, seq, seed=index), dtype)
+        _, graphs = check_against_eager(compiled, model, bert_layer.example_inputs(model, batch, seq, seed=index), dtype)
         graph_count += len(graphs)
         if index == 0:
             assert any(-1 in dims for dims in dynamic_data_dims(graphs[0]))

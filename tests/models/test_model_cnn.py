@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _model_harness import DTYPE_IDS, assert_close, clone_inputs, compile_model, dynamic_data_dims, run_and_capture
+from _model_harness import (DTYPE_IDS, assert_close, check_against_eager, compile_model,
+                            dynamic_data_dims, run_and_capture)
 from op_plugin._simulator import GeExecutionError
 from op_plugin._simulator._ge_registry import lookup_kernel
 from op_plugin.testing import tolerances
@@ -28,19 +29,11 @@ def _model(dtype):
     return small_cnn.randomise_batch_norm(small_cnn.SmallCnn()).to(dtype).eval()
 
 
-def _check(compiled, model, inputs, dtype):
-    got, op_types, graphs = run_and_capture(compiled, clone_inputs(inputs))
-    with torch.no_grad():
-        want = model(*inputs)
-    assert_close(got, want, tolerances(dtype))
-    return op_types, graphs
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS.get)
 def test_static_matches_eager(dtype):
     model = _model(dtype)
     compiled, backend = compile_model(model, dynamic=False)
-    (op_types,), (graph,) = _check(compiled, model, small_cnn.example_inputs(*SIZES[0], dtype=dtype), dtype)
+    (op_types,), (graph,) = check_against_eager(compiled, model, small_cnn.example_inputs(*SIZES[0], dtype=dtype), dtype)
     assert EXPECTED_OPS <= set(op_types), sorted(EXPECTED_OPS - set(op_types))
     assert op_types.count("Conv2D") == 3 and op_types.count("BNInfer") == 2
     convs = [op for op in graph.op if op.type == "Conv2D"]
@@ -54,7 +47,7 @@ def test_dynamic_three_sizes_one_compile(dtype):
     compiled, backend = compile_model(model, dynamic=True)
     graph_count = 0
     for index, (batch, size) in enumerate(SIZES):
-        _, graphs = _check(compiled, model, small_cnn.example_inputs(batch, size, dtype=dtype, seed=index), dtype)
+        _, graphs = check_against_eager(compiled, model, small_cnn.example_inputs(batch, size, dtype=dtype, seed=index), dtype)
         graph_count += len(graphs)
         if index == 0:
             assert any(-1 in dims for dims in dynamic_data_dims(graphs[0]))
