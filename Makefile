@@ -28,7 +28,9 @@ $(STAMP): pyproject.toml Makefile
 demo: setup
 	$(VENV)/bin/op-plugin demo
 
+# lint-imports: the pipeline's stages import one way (contracts in pyproject.toml, docs/design.md).
 test: setup
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Benchmarks: writes docs/benchmarks.md and docs/benchmarks-lowering.png (about 10 minutes).

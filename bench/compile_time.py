@@ -38,7 +38,8 @@ BACKENDS = ("aot_eager", "npugraph")
 GOAL = 1.15
 PHASES = ("dynamo", "aot", "backend_setup", "torchair_lowering", "ge_load", "graphplan_compile", "first_run", "other")
 _FX, _GE = "torchair/npu_fx_compiler.py", "torchair/_ge_concrete_graph/fx2ge_converter.py"
-_EXECUTOR, _LOWERING = "_simulator/_ge_executor.py", "op_plugin/_ge_lowering.py"
+_EXECUTOR, _LOWERING = "_simulator/executor/plan.py", "op_plugin/_lowering/install.py"
+_CUSTOM_OPS = "_simulator/custom_ops.py"
 # Parts of the npugraph first call in the profile (indented rows nest in the row above).
 WHERE = {
     "TorchAir lowering (_NpuFxCompiler._gen_compiled_gm)": [(_FX, "_gen_compiled_gm")],
@@ -49,8 +50,8 @@ WHERE = {
     "npugraph backend set-up (get_npu_backend, install_lowering)": [("torchair/npu_fx_compiler.py", "get_npu_backend"),
                                                                     (_LOWERING, "install_lowering")],
     "first GraphPlan.run (GE execution)": [(_EXECUTOR, "run")],
-    "  custom GE types: Meta promise (_MetaCache / _meta_result)": [(_LOWERING, "__call__"), (_LOWERING, "_meta_result")],
-    "  Const decoding (decode_tensor_def)": [("_simulator/_ge_types.py", "decode_tensor_def")],
+    "  custom GE types: Meta promise (_MetaPromise)": [(_CUSTOM_OPS, "__call__")],
+    "  Const decoding (decode_tensor_def)": [("_ge/values.py", "decode_tensor_def")],
 }
 # first_run: npugraph, the first GraphPlan.run (GE execution on the simulator); aot_eager, everything after
 # compile_inner (its first eager run). other: the rest of the first call (for npugraph TorchAir's first-call
@@ -62,7 +63,7 @@ def _instrument_npugraph(phases: dict) -> None:
     import torchair.npu_fx_compiler as fx_compiler
     from torchair.core import _backend as torchair_backend
 
-    from op_plugin._simulator import _ge_executor
+    from op_plugin._simulator import executor as _ge_executor
 
     def wrap(owner, name, key, first_only=False):
         original = getattr(owner, name)

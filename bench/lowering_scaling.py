@@ -41,7 +41,7 @@ WHERE = {
     "FX passes (_optimize_fx)": [(_FX, "_optimize_fx")],
     "FX interpreter: converters build the GE graph (_NpuGraphConverter.run)": [(_FX, "run")],
     "  GE op naming: GeGraph.next_unique_name (list membership test per new op)": [("torchair/ge/_ge_graph.py", "next_unique_name")],
-    "  YAML-op converters (op_plugin generated_converter)": [("op_plugin/_ge_lowering.py", "convert")],
+    "  YAML-op converters (op_plugin generated_converter)": [("op_plugin/_lowering/converters.py", "convert")],
     "GE graph passes (optimize_graph_without_runtime)": [(_GE, "optimize_graph_without_runtime")],
 }
 

@@ -36,7 +36,7 @@ def _leaves(value):
 
 def size_sequence(case, count: int) -> list[dict]:
     """`count` assignments of the sample's named dims (see the module docstring for the rules)."""
-    from op_plugin._spec import TensorSample
+    from op_plugin._spec.model import TensorSample
 
     used = list(dict.fromkeys(case.used_dims()))  # used_dims() lists a dim twice when one shape repeats it
     tensors = [t for _, v in case.sample.values for t in _leaves(v) if isinstance(t, TensorSample)]

@@ -21,7 +21,8 @@ FULL = {"cases": [(2, 2, 8), (6, 2, 8), (12, 2, 8), (12, 4, 64)], "warmup": 10, 
 QUICK = {"cases": [(1, 2, 8)], "warmup": 2, "rounds": 2, "calls_per_round": 3}
 BACKENDS = ("eager", "npugraph", "aot_eager")
 GOAL = 1.5
-EXECUTOR, LOWERING, TORCHAIR = "_simulator/_ge_executor.py", "op_plugin/_ge_lowering.py", "torchair/"
+EXECUTOR, CHECKS, CUSTOM_OPS, TORCHAIR = ("_simulator/executor/plan.py", "_simulator/executor/checks.py",
+                                       "_simulator/custom_ops.py", "torchair/")
 # Parts of a steady npugraph call, outermost first; a row's time includes the rows indented below it.
 # Rows whose functions do not run (or no longer exist in the executor) are left out of the table.
 WHERE = {
@@ -29,10 +30,10 @@ WHERE = {
     "  GE executor (GraphPlan.run)": [(EXECUTOR, "run")],
     "    graph inputs: Data nodes and their checks (_data_value)": [(EXECUTOR, "_data_value")],
     "    node kernels with their output checks (_run_kernel)": [(EXECUTOR, "_run_kernel")],
-    "      output checks against the graph (_check_expectation / _check_tensor)": [(EXECUTOR, "_check_expectation")],
-    "      custom GE types: reference kernel wrapper (_reference_ge_kernel)": [(LOWERING, "kernel")],
-    "        Meta promise for the reference result (_MetaCache / _meta_result)": [(LOWERING, "__call__"), (LOWERING, "_meta_result")],
-    "    Const nodes decoded per run (decode_tensor_def)": [("_simulator/_ge_types.py", "decode_tensor_def")],
+    "      output checks against the graph (check_output)": [(CHECKS, "check_output")],
+    "      custom GE types: reference kernel wrapper (reference_ge_kernel)": [(CUSTOM_OPS, "kernel")],
+    "        Meta promise for the reference result (_MetaPromise)": [(CUSTOM_OPS, "__call__")],
+    "    Const nodes decoded per run (decode_tensor_def)": [("_ge/values.py", "decode_tensor_def")],
     "    graph outputs: copies and checks (_collect_outputs)": [(EXECUTOR, "_collect_outputs")],
 }
 

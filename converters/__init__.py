@@ -1,6 +1,9 @@
 """Hand-written GE converters for ops whose lowering the YAML mapping cannot express.
 
-Imported as op_plugin.converters (never as a top-level `converters`). Each module registers its
-converters with @op_plugin.converter; TorchAir is imported only when the backend needs it.
+Installed as op_plugin.converters (never as a top-level `converters`). Every module placed here is
+imported when op_plugin is and registers its converters with the `converter` decorator; TorchAir
+itself is imported only inside a converter, when the backend runs it.
 """
-from . import swiglu_mlp  # noqa: F401
+from op_plugin._registry.piece_modules import import_piece_modules
+
+import_piece_modules(__name__, __path__)

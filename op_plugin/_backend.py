@@ -1,4 +1,4 @@
-"""The `npugraph` torch.compile backend.
+"""Stage 5: the `npugraph` torch.compile backend, which picks the host.
 
     torch.compile(model, backend="npugraph")                         # mode "ge"
     torch.compile(model, backend="npugraph", options={"mode": "aclgraph", "dump": "pbtxt"})
@@ -8,6 +8,9 @@ On an Ascend host (torch_npu imports and an NPU is present) the graph goes to To
 backend on the NPU. Anywhere else it goes to the simulator: the same TorchAir code lowers the graph
 with the same converters, and the GE executor runs the resulting GE graph on the CPU. There is no
 silent fallback: if neither is available, compiling fails with one line saying how to install.
+
+May import: `op_plugin._base`, `_lowering`, `_simulator` (only its lazily loaded names), torch.
+Never the tools.
 """
 from __future__ import annotations
 
@@ -16,14 +19,18 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
 
-from ._errors import OpPluginError
+from . import _simulator
+from ._base.errors import OpPluginError
+from ._lowering.install import install_lowering
 
-MODES = ("ge", "aclgraph")
-DUMP_FORMATS = ("txt", "pbtxt", "py")
+Mode = Literal["ge", "aclgraph"]
+DumpFormat = Literal["txt", "pbtxt", "py"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+DUMP_FORMATS: tuple[DumpFormat, ...] = get_args(DumpFormat)
 # torch.compile(mode=...) strings, mapped the way TorchAir maps them.
 _TORCH_COMPILE_MODES = {None: "ge", "default": "ge", "max-autotune": "ge", "reduce-overhead": "aclgraph"}
 
@@ -38,8 +45,8 @@ class NpuGraphConfig:
     dump_dir: folder for the dumps (default: the working folder, as TorchAir does).
     """
 
-    mode: str = "ge"
-    dump: str | None = None
+    mode: Mode = "ge"
+    dump: DumpFormat | None = None
     dump_dir: str | None = None
 
     def __post_init__(self):
@@ -90,17 +97,14 @@ def load_torchair_for_host(force_simulator: bool = False) -> tuple[Any, bool]:
         import torchair  # shipped inside torch_npu; importable once torch_npu is
 
         return torchair, False
-    from ._simulator import load_torchair
-
-    return load_torchair(), True
+    return _simulator.load_torchair(), True
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGraphConfig,
                   force_simulator: bool = False) -> Callable:
     torchair, simulated = load_torchair_for_host(force_simulator)
-    from ._ge_lowering import install_lowering
-
-    install_lowering(torchair, simulator=simulated)
+    # On the simulator, custom GE types also need an IR prototype and an executor kernel.
+    install_lowering(torchair, op_hook=_simulator.lowering_hook if simulated else None)
     if config.mode == "aclgraph" and simulated:
         # npugraph_ex runs the eager kernels inside a captured ACL graph, which needs an NPU. Its
         # numerics are those of the functionalized FX graph with the eager (reference) kernels,

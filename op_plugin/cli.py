@@ -6,8 +6,8 @@ import sys
 
 
 def _validate(args) -> int:
-    from ._errors import YamlSpecError
-    from ._load import parse_yaml
+    from ._base.errors import YamlSpecError
+    from ._registry.load import parse_yaml
 
     failed = 0
     for path in args.files:
@@ -35,7 +35,7 @@ def _list(args) -> int:
 
 
 def _demo(args) -> int:
-    from ._demo import run_demo
+    from ._tools.demo import run_demo
 
     return run_demo()
 
@@ -81,7 +81,7 @@ def _inspect(args) -> int:
 
     import op_plugin
 
-    from ._graph_picture import GraphvizMissing, ge_graph_dot, render
+    from ._tools.graph_picture import GraphvizMissing, ge_graph_dot, render
 
     try:
         model, inputs = _call_factory(args.target)
@@ -119,9 +119,9 @@ def _inspect(args) -> int:
 
 
 def _msopgen(args) -> int:
-    from ._errors import YamlSpecError
-    from ._load import parse_yaml
-    from ._msopgen import dumps, msopgen_ops, snake_case, write_jsons
+    from ._base.errors import YamlSpecError
+    from ._registry.load import parse_yaml
+    from ._tools.msopgen import dumps, msopgen_ops, write_jsons
 
     specs, failed = [], 0
     for path in args.files:

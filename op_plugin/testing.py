@@ -18,10 +18,11 @@ from typing import Any
 import torch
 
 from . import _registry
-from ._dtypes import DTYPES, FLOATING
-from ._errors import OpPluginError
-from ._schema import ArgKind
-from ._spec import OpSpec, Sample, TensorSample
+from ._base.errors import OpPluginError
+from ._registry.library import op_overload
+from ._spec.dtypes import DTYPES, FLOATING
+from ._spec.model import OpSpec, Sample, TensorSample
+from ._spec.schema import ArgKind
 
 __all__ = ["CountingNpugraph", "SampleCase", "assert_results_close", "clone_tree", "sample_cases", "tolerances"]
 
@@ -38,8 +39,7 @@ class SampleCase:
 
     @property
     def op(self) -> torch._ops.OpOverload:
-        packet = getattr(getattr(torch.ops, self.spec.namespace), self.spec.name)
-        return getattr(packet, self.spec.schema.overload or "default")
+        return op_overload(self.spec)
 
     def used_dims(self) -> list[str]:
         declared = dict(self.spec.dims)

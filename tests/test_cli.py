@@ -31,7 +31,7 @@ def test_list_shows_every_loaded_op(capsys, tmp_path):
     try:
         assert main(["list", "--yaml", str(user)]) == 0
     finally:
-        from op_plugin._load import unload
+        from op_plugin._registry.load import unload
         unload("npu_cli_listed")
     out = capsys.readouterr().out
     assert "npu_custom_kv_cache_update_(Tensor(a!) cache" in out

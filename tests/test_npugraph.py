@@ -5,8 +5,8 @@ import torch
 
 import op_plugin
 from op_plugin import _registry, _simulator
-from op_plugin._inspect import ge_op_types
-from op_plugin._simulator._ge_types import decode_attr
+from op_plugin._ge.graph import op_types as ge_op_types
+from op_plugin._ge.values import decode_attr
 from op_plugin.testing import assert_results_close, clone_tree
 
 
@@ -39,7 +39,7 @@ def test_static_matches_eager_and_graph_has_the_mapping(case):
     nodes = [n for n in graph.op if n.type == ge.type]
     assert len(nodes) == 1, types
     node = nodes[0]
-    bound = op_plugin._binding.bind(case.spec, args, kwargs)[2]
+    bound = op_plugin._registry.binding.bind(case.spec, args, kwargs)[2]
     for attr in ge.attrs:
         expected = attr.value(bound)
         actual = decode_attr(node.attr[attr.ge_name])

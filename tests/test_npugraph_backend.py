@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import op_plugin
-from op_plugin._load import unload
+from op_plugin._registry.load import unload
 from op_plugin import _registry
 from op_plugin._simulator import GeExecutionError
 
@@ -111,7 +111,7 @@ def test_aclgraph_mode_runs_the_reference_kernels():
 
 
 def test_inspect_reports_fx_and_ge_graphs():
-    from op_plugin._demo import DemoBlock, example_inputs
+    from op_plugin._tools.demo import DemoBlock, example_inputs
 
     report = op_plugin.inspect(DemoBlock().eval(), *example_inputs(), dynamic=True)
     assert any(n.target is torch.ops.npu.npu_custom_rms_norm for n in report.fx_graph.graph.nodes)
@@ -177,7 +177,7 @@ def test_user_converter_decorator_replaces_the_generated_one(tmp_path):
         f = torch.compile(lambda x: torch.ops.npu.npu_user_double(x), backend="npugraph", fullgraph=True)
         with op_plugin._simulator.capture_graphs() as graphs:
             torch.testing.assert_close(f(x), x * 2)
-        assert "NpuUserDouble" in op_plugin._inspect.ge_op_types(graphs[-1])
+        assert "NpuUserDouble" in op_plugin._ge.graph.op_types(graphs[-1])
 
         @op_plugin.converter("npu_user_double")
         def double_as_add(x, meta_outputs=None):
@@ -188,7 +188,7 @@ def test_user_converter_decorator_replaces_the_generated_one(tmp_path):
         g = torch.compile(lambda x: torch.ops.npu.npu_user_double(x), backend="npugraph", fullgraph=True)
         with op_plugin._simulator.capture_graphs() as graphs:
             torch.testing.assert_close(g(x), x * 2)
-        types = op_plugin._inspect.ge_op_types(graphs[-1])
+        types = op_plugin._ge.graph.op_types(graphs[-1])
         assert "Add" in types and "NpuUserDouble" not in types
     finally:
         unload("npu_user_double")

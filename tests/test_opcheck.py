@@ -4,7 +4,7 @@ from torch.library import opcheck
 
 import op_plugin
 from op_plugin import _registry
-from op_plugin._load import parse_yaml
+from op_plugin._registry.load import parse_yaml
 
 
 def test_opcheck(case):

@@ -1,4 +1,5 @@
-"""The built wheel installs meta/, converters/ and yaml/ inside op_plugin, never as top-level names."""
+"""The built wheel installs kernels/, meta/, converters/ and yaml/ inside op_plugin, never as top-level
+names, and holds every package of the engine."""
 import subprocess
 import sys
 import zipfile
@@ -20,12 +21,15 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_wheel_layout(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    assert "op_plugin/meta/__init__.py" in names
+    assert "op_plugin/meta_functions/__init__.py" in names  # not op_plugin/meta: that is the decorator
     assert "op_plugin/converters/__init__.py" in names
+    assert "op_plugin/kernels/__init__.py" in names
+    engine = {str(p.relative_to(ROOT)) for p in (ROOT / "op_plugin").rglob("*.py")}
+    assert engine <= set(names), sorted(engine - set(names))
     shipped = {Path(n).name for n in names if n.startswith("op_plugin/shipped_yaml/")}
     assert shipped == {p.name for p in (ROOT / "yaml").glob("*.yaml")}
     top_level = {n.split("/")[0] for n in names}
-    assert not top_level & {"meta", "converters", "yaml"}, top_level
+    assert not top_level & {"meta", "converters", "kernels", "yaml"}, top_level
 
 
 def test_wheel_imports_and_registers_shipped_ops(wheel, tmp_path):
@@ -33,8 +37,9 @@ def test_wheel_imports_and_registers_shipped_ops(wheel, tmp_path):
     code = (
         "import importlib.util, torch, op_plugin\n"
         "assert op_plugin.__file__.startswith(%r), op_plugin.__file__\n"
-        "assert importlib.util.find_spec('meta') is None and importlib.util.find_spec('converters') is None\n"
-        "import op_plugin.meta, op_plugin.converters\n"
+        "assert not any(importlib.util.find_spec(n) for n in ('meta', 'converters', 'kernels'))\n"
+        "assert callable(op_plugin.meta) and callable(op_plugin.reference)\n"
+        "import op_plugin.meta_functions, op_plugin.converters, op_plugin.kernels\n"
         "print(len(op_plugin.shipped_yaml_files()), torch.ops.npu.npu_custom_linear.default)\n"
     ) % str(tmp_path / "site")
     # -P: do not put the working directory on sys.path; PYTHONPATH holds only the unpacked wheel.

@@ -9,7 +9,7 @@ import re
 import yaml
 
 import op_plugin
-from op_plugin._load import parse_yaml
+from op_plugin._registry.load import parse_yaml
 from op_plugin._simulator import simulator_dir
 
 

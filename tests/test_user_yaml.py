@@ -8,7 +8,7 @@ from torch.library import opcheck
 
 import op_plugin
 from op_plugin import _registry
-from op_plugin._load import unload
+from op_plugin._registry.load import unload
 from op_plugin.testing import sample_cases
 
 
@@ -25,10 +25,10 @@ def user_yaml(tmp_path, request):
 
     yield write
     for path in written:
-        for spec in op_plugin._load.parse_yaml(path):
+        for spec in op_plugin._registry.load.parse_yaml(path):
             if _registry.find(spec.qualname) and _registry.find(spec.qualname).spec:
                 unload(spec.qualname)
-            for piece in _registry.PIECES:
+            for piece in _registry.Piece:
                 _registry.detach(spec.qualname, piece)
 
 

@@ -20,7 +20,10 @@ import pytest
 import torch
 
 import op_plugin
-from op_plugin import _library, _load, _registry
+from op_plugin import _registry
+from op_plugin._base.handles import RegistrationHandle
+from op_plugin._registry import library as _library
+from op_plugin._registry import load as _load
 
 CORPUS = Path(__file__).resolve().parent / "broken_yaml"
 CASES = sorted(CORPUS.glob("*.yaml"))
@@ -64,7 +67,7 @@ def assert_not_registered(qualname: str) -> None:
     assert not in_dispatcher(qualname), f"{qualname} was left in the dispatcher"
     st = _registry.find(qualname)
     assert st is None or st.spec is None, f"{qualname} was left in op_plugin's registry"
-    assert qualname not in _load._LIBRARIES
+    assert qualname not in _load._LOADED
 
 
 def _params():
@@ -163,7 +166,7 @@ def cleanup():
     loaded: list[str] = []
     yield loaded
     for q in loaded:
-        if q in _load._LIBRARIES:
+        if q in _load._LOADED:
             _load.unload(q)
         _registry.detach(q, "reference")
 
@@ -221,7 +224,7 @@ def test_failing_load_hook_registers_nothing(tmp_path, monkeypatch, cleanup):
     undone: list[str] = []
 
     def hook(st):
-        st.undo.append(lambda: undone.append(st.qualname))
+        st.handles.add(RegistrationHandle(lambda: undone.append(st.qualname)))
         if st.qualname == qb:
             raise RuntimeError("simulated hook failure")
 

@@ -1,31 +1,33 @@
-"""CPU simulator for TorchAir (private): runs TorchAir's own Python on a host without CANN.
+"""Stage 4 on a CPU host: TorchAir's own Python run without CANN, and the GE graph run on the CPU.
 
-* ``install_simulator`` / ``simulator_dir``: the pinned torch-npu wheel, unpacked aside.
-* ``load_torchair`` / ``SimulatorUnavailable``: import TorchAir with a native stand-in, side effects contained.
-* ``execute_graph`` / ``compile_graph`` / ``register_ge_kernel``: the GE executor and its kernel table.
-* ``register_ir_prototype`` / ``IrPrototype``: GE IR prototypes TorchAir asks the native library for.
-* ``capture_graphs`` / ``loaded_graphs``: the GE graphs TorchAir handed to the simulator.
+Owns the pinned torch-npu wheel unpacked aside (`install`), TorchAir imported with its side
+effects contained (`loader`), the stand-in for TorchAir's one native module (`native_stub`), the
+IR prototypes it answers (`ir_registry`), the GE executor (`executor`), the CPU kernels of
+built-in GE types (`kernels`), and the per-op pieces of YAML ops with custom GE types
+(`custom_ops`, the `op_hook` of the lowering).
 
-Names are imported on first use, so ``python -m op_plugin._simulator.install`` does not pay
-for importing torch.
+May import: `op_plugin._base`, `_ge`, `_spec`, `_registry`, `_lowering`, torch, TorchAir (the
+unpacked one). Never the backend or the tools. Names below are imported on first use, so
+`python -m op_plugin._simulator.install` does not import the executor.
 """
 
 import importlib
 
 _EXPORTS = {
-    "GeExecutionError": "._ge_executor",
-    "compile_graph": "._ge_executor",
-    "execute_graph": "._ge_executor",
-    "register_ge_kernel": "._ge_registry",
-    "supported_op_types": "._ge_registry",
-    "install_simulator": "._install",
-    "simulator_dir": "._install",
-    "IrPrototype": "._ir_registry",
-    "register_ir_prototype": "._ir_registry",
-    "SimulatorUnavailable": "._loader",
-    "load_torchair": "._loader",
-    "capture_graphs": "._native_stub",
-    "loaded_graphs": "._native_stub",
+    "GeExecutionError": ".executor",
+    "compile_graph": ".executor",
+    "execute_graph": ".executor",
+    "register_ge_kernel": ".kernels",
+    "supported_op_types": ".kernels",
+    "install_simulator": ".install",
+    "simulator_dir": ".install",
+    "register_ir_prototype": ".ir_registry",
+    "SimulatorUnavailable": ".loader",
+    "load_torchair": ".loader",
+    "capture_graphs": ".native_stub",
+    "loaded_graphs": ".native_stub",
+    "lowering_hook": ".custom_ops",
+    "builtin_ge_types": ".builtin_types",
 }
 
 __all__ = sorted(_EXPORTS)

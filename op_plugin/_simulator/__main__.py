@@ -2,6 +2,6 @@
 
 import sys
 
-from ._install import main
+from .install import main
 
 sys.exit(main())

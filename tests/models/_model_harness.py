@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
-import op_plugin
-from op_plugin._inspect import ge_op_types
+import op_plugin  # noqa: F401  (registers the shipped ops)
+from op_plugin._ge.graph import op_types as ge_op_types
 from op_plugin._simulator import capture_graphs
 
 # examples/ lives at the repository root, which .venv/bin/pytest does not put on sys.path.
@@ -57,3 +57,16 @@ def check_against_eager(compiled, model, inputs, dtype):
         want = model(*inputs)
     assert_close(got, want, tolerances(dtype))
     return op_types, graphs
+
+
+def check_dynamic_sizes(model, inputs_per_size, dtype, check=check_against_eager):
+    """Compile with dynamic=True once; every size must match eager through one GE graph whose
+    Data nodes have a symbolic (-1) dim."""
+    compiled, backend = compile_model(model, dynamic=True)
+    graph_count = 0
+    for index, inputs in enumerate(inputs_per_size):
+        _, graphs = check(compiled, model, inputs, dtype)
+        graph_count += len(graphs)
+        if index == 0:
+            assert any(-1 in dims for dims in dynamic_data_dims(graphs[0]))
+    assert backend.compiles == 1 and graph_count == 1

@@ -7,7 +7,7 @@ bf16 1.6e-2). The model's GELU is approximate="tanh" because GE Gelu is the tanh
 import pytest
 import torch
 
-from _model_harness import DTYPE_IDS, assert_close, check_against_eager, compile_model, dynamic_data_dims
+from _model_harness import DTYPE_IDS, assert_close, check_against_eager, check_dynamic_sizes, compile_model
 from op_plugin.testing import tolerances
 
 from examples import bert_layer
@@ -37,14 +37,8 @@ def test_static_matches_eager(dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS.get)
 def test_dynamic_three_sizes_one_compile(dtype):
     model = _model(dtype)
-    compiled, backend = compile_model(model, dynamic=True)
-    graph_count = 0
-    for index, (batch, seq) in enumerate(SIZES):
-        _, graphs = check_against_eager(compiled, model, bert_layer.example_inputs(model, batch, seq, seed=index), dtype)
-        graph_count += len(graphs)
-        if index == 0:
-            assert any(-1 in dims for dims in dynamic_data_dims(graphs[0]))
-    assert backend.compiles == 1 and graph_count == 1
+    check_dynamic_sizes(model, [bert_layer.example_inputs(model, batch, seq, seed=index)
+                                for index, (batch, seq) in enumerate(SIZES)], dtype)
 
 
 def test_padding_mask_hides_padded_tokens():

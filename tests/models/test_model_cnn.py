@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _model_harness import (DTYPE_IDS, assert_close, check_against_eager, compile_model,
-                            dynamic_data_dims, run_and_capture)
+from _model_harness import (DTYPE_IDS, check_against_eager, check_dynamic_sizes, compile_model,
+                            run_and_capture)
 from op_plugin._simulator import GeExecutionError
-from op_plugin._simulator._ge_registry import lookup_kernel
+from op_plugin._simulator.kernels import lookup_kernel
 from op_plugin.testing import tolerances
 
 from examples import small_cnn
@@ -43,15 +43,8 @@ def test_static_matches_eager(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS.get)
 def test_dynamic_three_sizes_one_compile(dtype):
-    model = _model(dtype)
-    compiled, backend = compile_model(model, dynamic=True)
-    graph_count = 0
-    for index, (batch, size) in enumerate(SIZES):
-        _, graphs = check_against_eager(compiled, model, small_cnn.example_inputs(batch, size, dtype=dtype, seed=index), dtype)
-        graph_count += len(graphs)
-        if index == 0:
-            assert any(-1 in dims for dims in dynamic_data_dims(graphs[0]))
-    assert backend.compiles == 1 and graph_count == 1
+    check_dynamic_sizes(_model(dtype), [small_cnn.example_inputs(batch, size, dtype=dtype, seed=index)
+                                        for index, (batch, size) in enumerate(SIZES)], dtype)
 
 
 def test_bfloat16_is_refused_clearly():

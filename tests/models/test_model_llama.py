@@ -7,7 +7,7 @@ bf16 1.6e-2). Gradients (fp32) use the fp32 tolerances too.
 import pytest
 import torch
 
-from _model_harness import (DTYPE_IDS, assert_close, clone_inputs, compile_model, dynamic_data_dims,
+from _model_harness import (DTYPE_IDS, assert_close, check_dynamic_sizes, clone_inputs, compile_model,
                             run_and_capture)
 from op_plugin.testing import tolerances
 
@@ -61,15 +61,8 @@ def test_static_matches_eager(use_cache, dtype):
 @pytest.mark.parametrize("use_cache", [True, False], ids=["kv_cache", "no_cache"])
 def test_dynamic_three_sizes_one_compile(use_cache, dtype):
     model = _model(use_cache, dtype)
-    compiled, backend = compile_model(model, dynamic=True)
-    graph_count = 0
-    for index, (batch, seq, start) in enumerate(SIZES):
-        inputs = llama_block.example_inputs(model, batch, seq, start, dtype=dtype, seed=index)
-        _, graphs = _check(compiled, model, inputs, dtype)
-        graph_count += len(graphs)
-        if index == 0:
-            assert any(-1 in dims for dims in dynamic_data_dims(graphs[0]))
-    assert backend.compiles == 1 and graph_count == 1
+    check_dynamic_sizes(model, [llama_block.example_inputs(model, batch, seq, start, dtype=dtype, seed=index)
+                                for index, (batch, seq, start) in enumerate(SIZES)], dtype, check=_check)
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])

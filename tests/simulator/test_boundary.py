@@ -92,7 +92,7 @@ def test_simulator_unavailable_names_the_install_command(tmp_path):
 
 
 def test_stub_is_strict_and_answers_what_torchair_reads():
-    from op_plugin._simulator import _native_stub
+    from op_plugin._simulator import native_stub as _native_stub
 
     module = _native_stub.make_native_module()
     with pytest.raises(AttributeError, match="GetSocName.*CPU simulator"):

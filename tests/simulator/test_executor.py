@@ -6,7 +6,7 @@ import torch
 from op_plugin._simulator import (
     GeExecutionError, capture_graphs, execute_graph, register_ge_kernel, supported_op_types,
 )
-from op_plugin._simulator._ge_types import GE_TO_TORCH, PROTO_TO_TORCH
+from op_plugin._ge.values import GE_TO_TORCH, PROTO_TO_TORCH
 
 F32, F16, I64 = torch.float32, torch.float16, torch.int64
 
@@ -84,7 +84,7 @@ def test_a_kernel_returning_the_wrong_shape_is_caught_at_its_node(graph_builder)
         with pytest.raises(GeExecutionError) as info:
             execute_graph(graph, [torch.randn(2, 3)])
     finally:
-        handle.remove()
+        handle.destroy()
     message = str(info.value)
     assert "'act'" in message and "(Relu)" in message and "output 0" in message
     assert "expected [2, 3], got [1, 3]" in message
@@ -98,7 +98,7 @@ def test_a_kernel_returning_the_wrong_dtype_is_caught(graph_builder):
         with pytest.raises(GeExecutionError, match=r"'relu' \(Relu\) output 0: dtype mismatch, expected torch.float32, got torch.float64"):
             execute_graph(graph, [torch.randn(2, 3)])
     finally:
-        handle.remove()
+        handle.destroy()
 
 
 def test_graph_output_dtype_is_checked_against_output_dtypes_attr(graph_builder):
@@ -141,7 +141,7 @@ def test_custom_kernels_register_and_unregister(graph_builder):
             register_ge_kernel("MyScaleForTest", lambda ins, attrs, node: ins)
         torch.testing.assert_close(execute_graph(graph, [torch.ones(3)])[0], torch.full((3,), 3.0))
     finally:
-        handle.remove()
+        handle.destroy()
     assert "MyScaleForTest" not in supported_op_types()
     with pytest.raises(ValueError, match="built-in kernel"):
         register_ge_kernel("Relu", lambda ins, attrs, node: ins)

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from op_plugin._simulator import _install, install_simulator, simulator_dir
+from op_plugin._simulator import install as _install
+from op_plugin._simulator import install_simulator, simulator_dir
 
 
 def _fake_unpack(folder, version=_install.TORCH_NPU_VERSION):

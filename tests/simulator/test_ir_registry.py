@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from op_plugin._simulator import IrPrototype, capture_graphs, register_ge_kernel, register_ir_prototype
-from op_plugin._simulator._ir_registry import get_registered_ir_def
+from op_plugin._ge.ir import IrPrototype
+from op_plugin._simulator import capture_graphs, register_ge_kernel, register_ir_prototype
+from op_plugin._simulator.ir_registry import get_registered_ir_def
 
 
 def test_register_answer_and_remove():
@@ -21,12 +22,12 @@ def test_register_answer_and_remove():
         assert inputs == [("x", "required"), ("bias", "optional"), ("rest", "dynamic")]
         assert outputs == [("y", "required")] and attrs == [("alpha", "VT_FLOAT"), ("dims", "VT_LIST_INT")]
         again = register_ir_prototype(proto)  # equal prototype: fine, counted
-        again.remove()
+        again.destroy()
         assert get_registered_ir_def("SimTestOp")[0] == "SUCCESS"
         with pytest.raises(ValueError, match="already registered"):
             register_ir_prototype(IrPrototype("SimTestOp", inputs=[("x", "required")]))
     finally:
-        handle.remove()
+        handle.destroy()
     assert get_registered_ir_def("SimTestOp") == ("ERROR", [], [], [])
 
 
@@ -74,6 +75,6 @@ def test_custom_op_through_torchair_custom_op_and_the_executor(torchair):
         torch.testing.assert_close(got, fn(a, b))
         assert [op.type for op in graphs[0].op] == ["Data", "Data", "Relu", "ScaleAddForTest", "NetOutput"]
     finally:
-        kernel.remove()
-        proto.remove()
+        kernel.destroy()
+        proto.destroy()
         torch._dynamo.reset()

@@ -1,0 +1,46 @@
+"""Reference kernels and backward formulas of yaml/elementwise_ops.yaml."""
+from __future__ import annotations
+
+
+from op_plugin._base.numerics import opmath
+# User code writes @op_plugin.reference; the shipped pieces load while op_plugin itself is being
+# imported, so they take the decorators from their module rather than from the half-made package.
+from op_plugin._registry.decorators import backward, reference, setup_context
+
+
+# --- npu_vector_add -----------------------------------------------------------------------------
+
+@reference("npu_vector_add")
+def vector_add(x1, x2):
+    if x1.shape != x2.shape:
+        raise ValueError(f"npu_vector_add needs equal shapes, got {tuple(x1.shape)} and {tuple(x2.shape)}")
+    return x1 + x2
+
+
+@backward("npu_vector_add")
+def _vector_add_backward(ctx, grad):
+    return grad, grad
+
+
+# --- npu_custom_sum_list ------------------------------------------------------------------------
+
+@reference("npu_custom_sum_list")
+def sum_list(tensors):
+    first = tensors[0]
+    for t in tensors[1:]:
+        if t.shape != first.shape or t.dtype != first.dtype:
+            raise ValueError("npu_custom_sum_list needs tensors of one shape and dtype")
+    total = opmath(first).clone()
+    for t in tensors[1:]:
+        total = total + opmath(t)
+    return total.to(first.dtype)
+
+
+@setup_context("npu_custom_sum_list")
+def _sum_list_setup(ctx, inputs, output):
+    ctx.count = len(inputs[0])
+
+
+@backward("npu_custom_sum_list")
+def _sum_list_backward(ctx, grad):
+    return [grad] * ctx.count,

@@ -1,0 +1,61 @@
+"""Reference kernels and backward formulas of yaml/norm_ops.yaml."""
+from __future__ import annotations
+
+import torch
+
+from op_plugin._base.numerics import opmath
+# User code writes @op_plugin.reference; the shipped pieces load while op_plugin itself is being
+# imported, so they take the decorators from their module rather than from the half-made package.
+from op_plugin._registry.decorators import backward, reference, setup_context
+
+
+# --- npu_custom_rms_norm / npu_custom_add_rms_norm ----------------------------------------------
+
+@reference("npu_custom_rms_norm")
+def rms_norm(x, gamma, epsilon=1e-6):
+    xf = opmath(x)
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + epsilon)
+    y = (xf * rstd * opmath(gamma)).to(x.dtype)
+    return y, rstd.float()
+
+
+@setup_context("npu_custom_rms_norm")
+def _rms_norm_setup(ctx, inputs, output):
+    x, gamma, _ = inputs
+    ctx.save_for_backward(x, gamma, output[1])
+
+
+def _rms_norm_grads(x, gamma, rstd, grad_y):
+    xf, gf, gy = opmath(x), opmath(gamma), opmath(grad_y)
+    normed = xf * rstd
+    grad_gamma = (gy * normed).reshape(-1, x.shape[-1]).sum(0)
+    g = gy * gf
+    grad_x = rstd * (g - normed * (g * normed).mean(-1, keepdim=True))
+    return grad_x.to(x.dtype), grad_gamma.to(gamma.dtype)
+
+
+@backward("npu_custom_rms_norm")
+def _rms_norm_backward(ctx, grad_y, grad_rstd):
+    x, gamma, rstd = ctx.saved_tensors
+    grad_x, grad_gamma = _rms_norm_grads(x, gamma, rstd, grad_y)
+    return grad_x, grad_gamma, None
+
+
+@reference("npu_custom_add_rms_norm")
+def add_rms_norm(x1, x2, gamma, epsilon=1e-6):
+    x = (opmath(x1) + opmath(x2)).to(x1.dtype)
+    y, rstd = rms_norm(x, gamma, epsilon)
+    return y, rstd, x
+
+
+@setup_context("npu_custom_add_rms_norm")
+def _add_rms_norm_setup(ctx, inputs, output):
+    ctx.save_for_backward(output[2], inputs[2], output[1])
+
+
+@backward("npu_custom_add_rms_norm")
+def _add_rms_norm_backward(ctx, grad_y, grad_rstd, grad_x_sum):
+    x, gamma, rstd = ctx.saved_tensors
+    grad_x, grad_gamma = _rms_norm_grads(x, gamma, rstd, grad_y)
+    grad_x = grad_x + grad_x_sum
+    return grad_x, grad_x, grad_gamma, None

@@ -1,0 +1,67 @@
+"""One handle type for everything op_plugin registers and can take back.
+
+The pattern of torch's `torch._library.utils.RegistrationHandle`: whoever registers something
+returns a handle whose `destroy()` undoes exactly that registration. Handles are idempotent (a
+second `destroy()` does nothing) and compose: a `HandleGroup` destroys its members in reverse
+order, which is how a failed load or an unload takes back everything done for an op.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+class RegistrationHandle:
+    """Undoes one registration when `destroy()` is called (once; later calls do nothing)."""
+
+    __slots__ = ("_on_destroy", "description")
+
+    def __init__(self, on_destroy: Callable[[], None], description: str = ""):
+        self._on_destroy: Callable[[], None] | None = on_destroy
+        self.description = description
+
+    @property
+    def destroyed(self) -> bool:
+        return self._on_destroy is None
+
+    def destroy(self) -> None:
+        on_destroy, self._on_destroy = self._on_destroy, None
+        if on_destroy is not None:
+            on_destroy()
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self.destroyed else "live"
+        return f"<RegistrationHandle {self.description or '?'} ({state})>"
+
+
+class HandleGroup(RegistrationHandle):
+    """Handles destroyed together, newest first; a handle added after `destroy()` is destroyed at once."""
+
+    __slots__ = ("_members",)
+
+    def __init__(self, description: str = ""):
+        super().__init__(self._destroy_members, description)
+        self._members: list[RegistrationHandle] = []
+
+    def add(self, handle: RegistrationHandle) -> RegistrationHandle:
+        if self.destroyed:
+            handle.destroy()
+        else:
+            # Members destroyed on their own (e.g. a rolled-back installation) are dropped here.
+            self._members = [m for m in self._members if not m.destroyed]
+            self._members.append(handle)
+        return handle
+
+    def __len__(self) -> int:
+        """How many members are still live."""
+        return sum(not m.destroyed for m in self._members)
+
+    def _destroy_members(self) -> None:
+        # Every member is destroyed even when one fails; the first failure is raised afterwards.
+        failure: BaseException | None = None
+        while self._members:
+            try:
+                self._members.pop().destroy()
+            except BaseException as exc:  # noqa: BLE001  (re-raised below)
+                failure = failure or exc
+        if failure is not None:
+            raise failure

@@ -1,0 +1,133 @@
+"""GE dtypes, tensor values and attributes, decoded into torch and Python values.
+
+GE has two dtype numberings, both used in a GraphDef:
+
+* the **GE enum** (``ge::DataType``; ``torchair.ge.DataType``): DT_FLOAT = 0, DT_FLOAT16 = 1, ...
+  Used in attributes: ``Cast.dst_type``, ``Shape.dtype``, the graph attr ``_output_dtypes``,
+  and ``AttrDef.dt`` values.
+* the **protobuf enum** (``ge_ir.proto`` ``DataType``): DT_UNDEFINED = 0, DT_FLOAT = 1, ...
+  Used in every ``TensorDescriptor.dtype`` (input/output descs, Const values).
+
+Both tables below were checked against TorchAir's own (``torchair/ge/_ge_graph.py``:
+``DataType``, ``_ge_dtype_to_ge_proto_dtype``) and the generated ``ge_ir_pb2`` enum.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# One row per dtype: (torch dtype, ge::DataType number (GE enum), ge_ir.proto DataType number).
+_DTYPE_NUMBERS = (
+    (torch.float32, 0, 1), (torch.float16, 1, 2), (torch.int8, 2, 3), (torch.int32, 3, 7),
+    (torch.uint8, 4, 4), (torch.int16, 6, 5), (torch.uint16, 7, 6), (torch.uint32, 8, 9),
+    (torch.int64, 9, 8), (torch.uint64, 10, 10), (torch.float64, 11, 12), (torch.bool, 12, 11),
+    (torch.complex64, 16, 16), (torch.complex128, 17, 17), (torch.bfloat16, 27, 27), (torch.complex32, 33, 32),
+)
+GE_TO_TORCH = {ge: dtype for dtype, ge, _ in _DTYPE_NUMBERS}
+TORCH_TO_GE = {dtype: ge for dtype, ge, _ in _DTYPE_NUMBERS}
+PROTO_TO_TORCH = {proto: dtype for dtype, _, proto in _DTYPE_NUMBERS}
+TORCH_TO_PROTO = {dtype: proto for dtype, _, proto in _DTYPE_NUMBERS}
+PROTO_DT_UNDEFINED = 0
+PROTO_DT_FLOAT = 1
+
+UNKNOWN_DIM = -1  # one dimension of unknown size
+UNKNOWN_RANK = -2  # a shape [-2]: rank and sizes unknown
+
+
+def ge_dtype_to_torch(number: int, where: str = "") -> torch.dtype:
+    """A GE-enum dtype number (Cast.dst_type, _output_dtypes...) as a torch dtype."""
+    try:
+        return GE_TO_TORCH[int(number)]
+    except KeyError:
+        raise ValueError(f"{where}unsupported GE dtype number {number} (GE enum, DT_FLOAT = 0)") from None
+
+
+def proto_dtype_to_torch(number: int, where: str = "") -> torch.dtype:
+    """A protobuf-enum dtype number (TensorDescriptor.dtype) as a torch dtype."""
+    try:
+        return PROTO_TO_TORCH[int(number)]
+    except KeyError:
+        raise ValueError(f"{where}unsupported GE tensor dtype {number} (protobuf enum, DT_FLOAT = 1)") from None
+
+
+def proto_dtype_name(number: int) -> str:
+    dtype = PROTO_TO_TORCH.get(int(number))
+    return str(dtype).replace("torch.", "") if dtype is not None else f"proto dtype {number}"
+
+
+def decode_tensor_def(tensor_def, where: str = "") -> torch.Tensor:
+    """A TensorDef (Const value, tensor attr) as a CPU tensor.
+
+    TorchAir writes the tensor's raw storage bytes (little-endian, contiguous) into ``data``.
+    """
+    dtype = proto_dtype_to_torch(tensor_def.desc.dtype, where)
+    shape = [int(dim) for dim in tensor_def.desc.shape.dim]
+    numel = 1
+    for dim in shape:
+        if dim < 0:
+            raise ValueError(f"{where}constant with unknown dimension in shape {shape}")
+        numel *= dim
+    item_size = torch.empty((), dtype=dtype).element_size()
+    data = bytes(tensor_def.data)
+    if len(data) != numel * item_size:
+        raise ValueError(
+            f"{where}constant of shape {shape} and dtype {dtype} needs {numel * item_size} bytes, "
+            f"its data holds {len(data)}"
+        )
+    if numel == 0:
+        return torch.empty(shape, dtype=dtype)
+    flat = torch.frombuffer(bytearray(data), dtype=dtype)
+    return flat.reshape(shape).clone() if shape else flat.reshape(()).clone()
+
+
+def _decode_list(list_value):
+    # TorchAir marks list.s with val_type 0 (VT_LIST_NONE), so the filled field decides.
+    for field in ("i", "f", "b", "dt"):
+        values = getattr(list_value, field)
+        if len(values):
+            return [int(v) if field in ("i", "dt") else (float(v) if field == "f" else bool(v)) for v in values]
+    if len(list_value.s):
+        return [_decode_bytes(v) for v in list_value.s]
+    if len(list_value.t):
+        return [decode_tensor_def(t) for t in list_value.t]
+    if len(list_value.td):
+        return list(list_value.td)
+    return []
+
+
+def _decode_bytes(value: bytes):
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return bytes(value)
+
+
+def decode_attr(attr_def):
+    """One AttrDef as a Python value: int, float, bool, str, list, tensor, or the raw message."""
+    kind = attr_def.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "s":
+        return _decode_bytes(attr_def.s)
+    if kind == "i" or kind == "dt":
+        return int(getattr(attr_def, kind))
+    if kind == "f":
+        return float(attr_def.f)
+    if kind == "b":
+        return bool(attr_def.b)
+    if kind == "list":
+        return _decode_list(attr_def.list)
+    if kind == "t":
+        return decode_tensor_def(attr_def.t)
+    if kind == "list_list_int":
+        return [[int(x) for x in row.list_i] for row in attr_def.list_list_int.list_list_i]
+    if kind == "list_list_float":
+        return [[float(x) for x in row.list_f] for row in attr_def.list_list_float.list_list_f]
+    if kind == "expression":
+        return str(attr_def.expression)
+    return getattr(attr_def, kind)  # bt, td, g, func: handed over undecoded
+
+
+def decode_attrs(op_def) -> dict:
+    """All attributes of an OpDef, decoded; names starting with "_" are TorchAir bookkeeping but kept."""
+    return {name: decode_attr(value) for name, value in op_def.attr.items()}

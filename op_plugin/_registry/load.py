@@ -1,0 +1,93 @@
+"""`load_yaml` and `unload`: read, validate, then register a file's ops, all or none."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._base.errors import OpPluginError, YamlSpecError
+from .._base.handles import RegistrationHandle
+from .._spec.model import OpSpec
+from .._spec.parse import parse_document
+from .._spec.yaml_source import read_located
+from .library import exists_in_dispatcher, register_library
+from .op_state import OpState, Piece, check_piece_allowed, find, forget, qualify, state
+
+
+@dataclass(frozen=True)
+class LoadedFile:
+    """The ops one `load_yaml` call registered, and the handle of their torch.library fragment."""
+
+    specs: tuple[OpSpec, ...]
+    library: RegistrationHandle
+
+
+_LOADED: dict[str, LoadedFile] = {}   # qualname -> the file that registered it
+# Called with each newly registered OpState (e.g. to attach a GE converter); may raise to abort the load.
+_load_hooks: list[Callable[[OpState], None]] = []
+
+
+def add_load_hook(hook: Callable[[OpState], None]) -> RegistrationHandle:
+    """Call `hook(state)` for every op a later `load_yaml` registers; raising aborts that load."""
+    _load_hooks.append(hook)
+    return RegistrationHandle(lambda: _load_hooks.remove(hook), f"load hook {hook!r}")
+
+
+def parse_yaml(path: str | Path) -> tuple[OpSpec, ...]:
+    """Validate a YAML file without registering anything (`op-plugin validate`)."""
+    return parse_document(read_located(path))
+
+
+def load_yaml(path: str | Path) -> list[str]:
+    """Register every op of a YAML file; return their qualified names, e.g. ["npu::npu_layer_scale"].
+
+    The file is validated completely before anything is registered, and if any registration step
+    fails, everything this call registered is removed again: a file registers all its ops or none.
+    """
+    specs = parse_yaml(path)
+    for spec in specs:
+        _check_new(spec)
+    library = register_library(specs)
+    registered: list[OpState] = []
+    try:
+        for spec in specs:
+            st = state(spec.qualname)
+            st.spec = spec
+            registered.append(st)
+            for piece in (Piece.META, Piece.BACKWARD, Piece.SETUP_CONTEXT):
+                if st.piece(piece) is not None:
+                    check_piece_allowed(st, piece)
+            for hook in list(_load_hooks):
+                hook(st)
+    except Exception:
+        for st in registered:
+            forget(st.qualname)
+        library.destroy()
+        raise
+    loaded = LoadedFile(specs, library)
+    for spec in specs:
+        _LOADED[spec.qualname] = loaded
+    return [spec.qualname for spec in specs]
+
+
+def unload(qualname: str) -> None:
+    """Remove every op registered together with `qualname` (its whole file)."""
+    qualname = qualify(qualname)
+    loaded = _LOADED.get(qualname)
+    if loaded is None:
+        raise OpPluginError(f"{qualname} was not loaded by op_plugin.load_yaml")
+    for spec in loaded.specs:
+        forget(spec.qualname)
+        _LOADED.pop(spec.qualname, None)
+    loaded.library.destroy()
+
+
+def _check_new(spec: OpSpec) -> None:
+    existing = find(spec.qualname)
+    location = spec.field("func")
+    if existing is not None and existing.spec is not None:
+        first = existing.spec.location
+        raise YamlSpecError(location, f"{spec.qualname} is already loaded from {first.file}:{first.line}")
+    if exists_in_dispatcher(spec):
+        raise YamlSpecError(location, f"{spec.qualname} already exists in the '{spec.namespace}' namespace "
+                            "(defined by torch_npu or another library); choose another name")

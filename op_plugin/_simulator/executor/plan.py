@@ -1,0 +1,184 @@
+"""Run a GE GraphDef on the CPU, node by node, checking every result against the graph.
+
+``execute_graph(graph_def, inputs)`` walks the graph in topological order:
+
+* ``Data``: the graph input at its ``index`` attr (checked against the Data desc);
+* ``Const``: its ``value`` TensorDef decoded (dtype, shape, raw bytes);
+* ``NetOutput``: its data inputs, in order, are the graph outputs;
+* anything else: the kernel registered for its type (``op_plugin._simulator.kernels``).
+
+Inputs named ``"node:-1"`` are control edges (ordering only); ``""`` is an optional input
+left unfed (the kernel gets ``None``). Output shapes come from the computed tensors, so
+``-1`` dims and dynamic shapes need no shape inference.
+
+TorchAir itself checks only the number of outputs, so every node output is checked here
+against its output desc (dtype and shape; ``-1`` matches any size, ``[-2]`` any shape) and
+the graph outputs against the NetOutput descs and the ``_output_dtypes`` graph attr
+(``checks`` says which declarations are trusted).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..._ge.graph import ControlRef, parse_input, topological_order
+from ..._ge.values import decode_attrs, decode_tensor_def, ge_dtype_to_torch
+from ..kernels import lookup_kernel
+from .checks import GeExecutionError, check_output, check_tensor, output_check
+
+
+class _Step:
+    """One node, with everything that does not depend on the inputs worked out once: its decoded
+    attrs, its kernel (or Const value), and the dtype/shape each output must have."""
+
+    __slots__ = ("op", "inputs", "attrs", "kernel", "const", "checks")
+
+    def __init__(self, op, inputs, attrs):
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.kernel = None
+        self.const = None
+        self.checks = [output_check(desc, f"node {op.name!r} ({op.type}) output {i}", trust_float=False)
+                       for i, desc in enumerate(op.output_desc)]
+
+
+class GraphPlan:
+    """A GraphDef prepared once (order, parsed inputs, decoded attrs) and run many times."""
+
+    def __init__(self, graph_def):
+        self.graph_def = graph_def
+        self.name = graph_def.name
+        self.steps = []
+        self.outputs = None
+        self.num_data = 0
+        for op in topological_order(list(graph_def.op), GeExecutionError):
+            refs = [parse_input(text) for text in op.input]
+            data_refs = [ref for ref in refs if not isinstance(ref, ControlRef)]
+            step = _Step(op, data_refs, decode_attrs(op))
+            self.steps.append(step)
+            if op.type == "Const":
+                step.const = decode_tensor_def(op.attr["value"].t, where=f"Const node {op.name!r}: ")
+            elif op.type not in ("Data", "RefData", "NetOutput"):
+                step.kernel = _kernel_for(op)
+            if op.type == "NetOutput":
+                if self.outputs is not None:
+                    raise GeExecutionError(f"GE graph {self.name!r} has more than one NetOutput")
+                self.outputs = op
+            elif op.type in ("Data", "RefData"):
+                self.num_data += 1
+        if self.outputs is None:
+            raise GeExecutionError(f"GE graph {self.name!r} has no NetOutput node")
+        self.output_dtypes = list(graph_def.attr["_output_dtypes"].list.i) if "_output_dtypes" in graph_def.attr else None
+
+    def run(self, inputs: list) -> list:
+        if len(inputs) != self.num_data:
+            raise GeExecutionError(f"GE graph {self.name!r} has {self.num_data} Data nodes but got {len(inputs)} inputs")
+        values = {}
+        for step in self.steps:
+            op = step.op
+            if op.type in ("Data", "RefData"):
+                values[(op.name, 0)] = _data_value(op, step.attrs, inputs)
+            elif op.type == "Const":
+                values[(op.name, 0)] = step.const
+            elif op.type == "NetOutput":
+                return self._collect_outputs(step, values, inputs)
+            else:
+                args = [None if ref is None else _lookup(values, ref, op) for ref in step.inputs]
+                for index, tensor in enumerate(_run_kernel(step, args)):
+                    values[(op.name, index)] = tensor
+        raise GeExecutionError(f"GE graph {self.name!r}: NetOutput was never reached")  # unreachable
+
+    def _collect_outputs(self, step, values, inputs) -> list:
+        op = step.op
+        outputs = []
+        seen_storages = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+        for index, ref in enumerate(step.inputs):
+            if ref is None:
+                raise GeExecutionError(f"GE graph {self.name!r}: NetOutput input {index} is empty")
+            tensor = _lookup(values, ref, op).contiguous()
+            # GE writes every output into its own buffer: never hand back an alias of an input or another output.
+            storage = tensor.untyped_storage().data_ptr()
+            if storage in seen_storages and tensor.numel() > 0:
+                tensor = tensor.clone()
+            seen_storages.add(tensor.untyped_storage().data_ptr())
+            where = f"graph {self.name!r} output {index} (from {ref.node}:{ref.index})"
+            if index < len(op.input_desc):
+                check_tensor(tensor, op.input_desc[index], where, trust_float=True)
+            if self.output_dtypes is not None:
+                expected = ge_dtype_to_torch(self.output_dtypes[index], where=f"{where}: ")
+                if tensor.dtype != expected:
+                    raise GeExecutionError(f"{where}: dtype mismatch, graph attr _output_dtypes expects {expected}, got {tensor.dtype}")
+            outputs.append(tensor)
+        if self.output_dtypes is not None and len(self.output_dtypes) != len(outputs):
+            raise GeExecutionError(
+                f"graph {self.name!r}: NetOutput has {len(outputs)} inputs but _output_dtypes lists {len(self.output_dtypes)}"
+            )
+        return outputs
+
+
+def _data_value(op, attrs, inputs) -> torch.Tensor:
+    index = attrs.get("index")
+    if index is None or not 0 <= index < len(inputs):
+        raise GeExecutionError(f"Data node {op.name!r} has index {index!r}; the graph got {len(inputs)} inputs")
+    tensor = inputs[index]
+    if not isinstance(tensor, torch.Tensor):
+        tensor = torch.tensor(tensor)  # a Python scalar for a symbolic size
+    desc = op.output_desc[0] if len(op.output_desc) else (op.input_desc[0] if len(op.input_desc) else None)
+    if desc is not None:
+        check_tensor(tensor, desc, f"graph input {index} (Data node {op.name!r})", trust_float=True)
+    return tensor
+
+
+def _lookup(values, ref, op):
+    try:
+        return values[(ref.node, ref.index)]
+    except KeyError:
+        raise GeExecutionError(
+            f"node {op.name!r} ({op.type}) reads {ref.node}:{ref.index}, which that node does not produce"
+        ) from None
+
+
+def _kernel_for(op):
+    kernel = lookup_kernel(op.type)
+    if kernel is None:
+        raise GeExecutionError(
+            f"GE op type {op.type!r} (node {op.name!r}) has no CPU kernel in the op_plugin simulator. "
+            f"Add one with op_plugin._simulator.register_ge_kernel({op.type!r}, fn), where "
+            "fn(inputs, attrs, node) returns the list of output tensors"
+        )
+    return kernel
+
+
+def _run_kernel(step: _Step, args) -> list:
+    op = step.op
+    try:
+        outputs = step.kernel(args, step.attrs, op)
+    except GeExecutionError:
+        raise
+    except Exception as error:  # name the node: a bare torch error says nothing about the graph
+        raise GeExecutionError(f"GE kernel for {op.type} failed on node {op.name!r}: {error}") from error
+    if isinstance(outputs, torch.Tensor) or not isinstance(outputs, (list, tuple)):
+        raise GeExecutionError(f"GE kernel for {op.type} (node {op.name!r}) must return a list of tensors, got {type(outputs).__name__}")
+    outputs = list(outputs)
+    if step.checks and len(outputs) != len(step.checks):
+        raise GeExecutionError(
+            f"node {op.name!r} ({op.type}): the graph declares {len(step.checks)} outputs, the kernel returned {len(outputs)}"
+        )
+    for index, tensor in enumerate(outputs):
+        if not isinstance(tensor, torch.Tensor):
+            raise GeExecutionError(f"node {op.name!r} ({op.type}) output {index}: the kernel returned "
+                                   f"{type(tensor).__name__}, not a tensor")
+        if index < len(step.checks):
+            check_output(tensor, step.checks[index])
+    return outputs
+
+
+def compile_graph(graph_def) -> GraphPlan:
+    """Prepare a GraphDef for repeated runs (topological order, decoded attrs)."""
+    return GraphPlan(graph_def)
+
+
+def execute_graph(graph_def, inputs: list) -> list:
+    """Run ``graph_def`` on the CPU with ``inputs`` in Data-index order; one tensor per NetOutput input."""
+    return GraphPlan(graph_def).run(list(inputs))

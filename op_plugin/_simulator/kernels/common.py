@@ -1,0 +1,44 @@
+"""Helpers shared by the GE kernels: one dtype for all inputs, index inputs as ints, node-named errors."""
+from __future__ import annotations
+
+import torch
+
+from ..._base.numerics import opmath  # noqa: F401  (re-exported: every kernel module widens 16-bit floats alike)
+
+
+def same_dtype(op_type, tensors):
+    """GE does not promote: a kernel whose inputs differ in dtype is given a graph TorchAir would refuse."""
+    dtypes = {t.dtype for t in tensors if t is not None}
+    if len(dtypes) > 1:
+        names = ", ".join(sorted(str(d) for d in dtypes))
+        raise TypeError(f"{op_type} needs inputs of one dtype (GE does not promote), got {names}")
+
+
+def int_list(value) -> list[int]:
+    """A GE index input (tensor, scalar tensor, or list) as a list of Python ints."""
+    if isinstance(value, torch.Tensor):
+        return [int(v) for v in value.reshape(-1).tolist()]
+    if isinstance(value, (list, tuple)):
+        return [int(v) for v in value]
+    return [int(value)]
+
+
+def fail(node, message):
+    """Raise a ValueError naming the node: an attr value the simulator does not implement is refused,
+    never computed as something else."""
+    raise ValueError(f"{node.type} (node {node.name!r}): {message}")
+
+
+def check_dtype(node, what, tensor, allowed):
+    if tensor.dtype not in allowed:
+        names = ", ".join(str(d).replace("torch.", "") for d in allowed)
+        fail(node, f"{what} has dtype {str(tensor.dtype).replace('torch.', '')}; the GE prototype takes {names}")
+
+
+def input_layout(node, index, default):
+    """The layout GE reads input `index` in; TorchAir writes "ND" when a converter set none."""
+    if index < len(node.input_desc):
+        layout = node.input_desc[index].layout
+        if layout and layout != "ND":
+            return layout
+    return default

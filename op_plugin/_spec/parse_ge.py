@@ -1,0 +1,146 @@
+"""The `ge:` field of a YAML op: GE type, inputs, attrs and outputs, checked against the schema."""
+from __future__ import annotations
+
+import re
+
+from typing import Any
+
+from .._ge.ir import AttrType, InputKind
+from .model import GE_ATTR_TYPES, GeAttr, GeInput, GeSpec, default_ge_type
+from .op_parser import IDENTIFIER, OpParser
+from .schema import ArgKind, Schema
+
+_GE_TYPE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+
+
+def parse_ge(p: OpParser, schema: Schema, raw: Any) -> GeSpec:
+    if not isinstance(raw, dict):
+        raise p.fail(("ge",), "ge", "expected a mapping with type/inputs/attrs/outputs")
+    for key in raw:
+        if key not in ("type", "inputs", "attrs", "outputs"):
+            raise p.fail(("ge", key), f"ge.{key}", f"unknown field '{key}'; allowed: type, inputs, attrs, outputs")
+    ge_type = raw.get("type", default_ge_type(schema.name))
+    if not isinstance(ge_type, str) or not _GE_TYPE.match(ge_type):
+        raise p.fail(("ge", "type"), "ge.type", f"'{ge_type}' is not a GE op type (CamelCase identifier)")
+    inputs = _parse_ge_inputs(p, schema, raw.get("inputs"))
+    attrs = _parse_ge_attrs(p, schema, raw.get("attrs"))
+    # An aliased return (in-place op) is a GE "ref" output: it has the name of the mutated input.
+    ref_names = [next((i.ge_name for i in inputs if i.arg == schema.aliased_arg(r).name), None)
+                 if r.alias_set else None for r in schema.returns]
+    outputs = raw.get("outputs")
+    if outputs is None:
+        plain = ["y"] if len(schema.returns) == 1 else [f"y{i}" for i in range(len(schema.returns))]
+        outputs = [ref or name for ref, name in zip(ref_names, plain)]
+    if not isinstance(outputs, list) or not all(isinstance(o, str) and IDENTIFIER.match(o) for o in outputs):
+        raise p.fail(("ge", "outputs"), "ge.outputs", "expected a list of GE output names")
+    if len(outputs) != len(schema.returns):
+        raise p.fail(("ge", "outputs"), "ge.outputs",
+                     f"the schema returns {len(schema.returns)} tensor(s) but ge.outputs names {len(outputs)}")
+    for i, (ref, name) in enumerate(zip(ref_names, outputs)):
+        if ref is not None and name != ref:
+            raise p.fail(("ge", "outputs"), "ge.outputs", f"return {i} is the mutated input '{ref}', so its GE "
+                         f"output must be the ref output '{ref}', not '{name}'")
+    names = ([(i.ge_name, ("ge", "inputs"), "ge.inputs") for i in inputs]
+             + [(a.ge_name, ("ge", "attrs", a.ge_name), "ge.attrs") for a in attrs]
+             + [(o, ("ge", "outputs"), "ge.outputs") for o, ref in zip(outputs, ref_names) if ref is None])
+    _check_unique(p, names)
+    return GeSpec(ge_type, inputs, attrs, tuple(outputs))
+
+
+def _named_pairs(p: OpParser, sub: tuple, field: str, raw: Any) -> list[tuple[str, str, tuple]]:
+    """`[a, {ge_name: b}]` or `{ge_name: arg}` -> [(ge_name, arg, path)]."""
+    if isinstance(raw, dict):
+        return [(k, v, sub + (k,)) for k, v in raw.items()]
+    if not isinstance(raw, list):
+        raise p.fail(sub, field, "expected a list of argument names (or `ge_name: argument` pairs)")
+    pairs = []
+    for i, item in enumerate(raw):
+        if isinstance(item, str):
+            pairs.append((item, item, sub + (i,)))
+        elif isinstance(item, dict) and len(item) == 1:
+            (ge_name, arg), = item.items()
+            pairs.append((ge_name, arg, sub + (i,)))
+        else:
+            raise p.fail(sub + (i,), f"{field}[{i}]", "expected an argument name or `ge_name: argument`")
+    return pairs
+
+
+def _mapping_pairs(p: OpParser, raw: Any, field: str, default_args) -> list[tuple[str, Any, tuple]]:
+    """The (ge_name, source, path) pairs of ge.inputs / ge.attrs; by default the args themselves."""
+    if raw is None:
+        return [(a.name, a.name, ("ge",)) for a in default_args]
+    return _named_pairs(p, ("ge", field), f"ge.{field}", raw)
+
+
+def _parse_ge_inputs(p: OpParser, schema: Schema, raw: Any) -> tuple[GeInput, ...]:
+    result = []
+    for ge_name, arg_name, sub in _mapping_pairs(p, raw, "inputs", schema.tensor_args):
+        arg = schema.arg(arg_name) if isinstance(arg_name, str) else None
+        if arg is None or not arg.kind.is_tensor:
+            what = "not an argument of the op" if arg is None else f"of type {arg.kind.value}, not a tensor (GE attrs go in ge.attrs)"
+            raise p.fail(sub, "ge.inputs", f"'{arg_name}' is {what}")
+        kind = {ArgKind.OPTIONAL_TENSOR: InputKind.OPTIONAL, ArgKind.TENSOR_LIST: InputKind.DYNAMIC}.get(
+            arg.kind, InputKind.REQUIRED)
+        result.append(GeInput(str(ge_name), arg_name, kind))
+    missing = [a.name for a in schema.tensor_args if a.name not in {i.arg for i in result}]
+    if missing:
+        raise p.fail(("ge", "inputs"), "ge.inputs", f"tensor argument(s) {', '.join(missing)} are not mapped to a GE input")
+    return tuple(result)
+
+
+def _const_attr_type(value: Any) -> AttrType | None:
+    scalar = {bool: AttrType.BOOL, int: AttrType.INT, float: AttrType.FLOAT, str: AttrType.STRING}
+    if type(value) in scalar:
+        return scalar[type(value)]
+    if isinstance(value, list) and value:
+        kinds = {type(v) for v in value}
+        if len(kinds) == 1 and kinds <= {bool, int, float}:
+            return {bool: AttrType.LIST_BOOL, int: AttrType.LIST_INT, float: AttrType.LIST_FLOAT}[kinds.pop()]
+    return None
+
+
+def _parse_ge_attrs(p: OpParser, schema: Schema, raw: Any) -> tuple[GeAttr, ...]:
+    result = []
+    for ge_name, source, sub in _mapping_pairs(p, raw, "attrs", schema.non_tensor_args):
+        if not isinstance(ge_name, str) or not IDENTIFIER.match(ge_name):
+            raise p.fail(sub, "ge.attrs", f"'{ge_name}' is not a valid GE attr name")
+        if isinstance(source, dict):
+            result.append(_parse_special_attr(p, schema, sub, ge_name, source))
+            continue
+        arg = schema.arg(source) if isinstance(source, str) else None
+        if arg is None:
+            raise p.fail(sub, "ge.attrs", f"'{source}' is not an argument of the op; an attr is an argument name, "
+                         "{value: <constant>} or {len: <Tensor[] argument>}")
+        value_type = GE_ATTR_TYPES.get(arg.kind)
+        if value_type is None:
+            raise p.fail(sub, "ge.attrs", f"argument '{source}' is of type {arg.kind.value}; GE attrs take "
+                         "int, float, bool, str, int[], float[], bool[] or ScalarType arguments")
+        result.append(GeAttr(ge_name, value_type, arg=source))
+    return tuple(result)
+
+
+def _parse_special_attr(p: OpParser, schema: Schema, sub: tuple, ge_name: str, source: dict) -> GeAttr:
+    if set(source) == {"value"}:
+        value_type = _const_attr_type(source["value"])
+        if value_type is None:
+            raise p.fail(sub, "ge.attrs", f"constant {source['value']!r} for '{ge_name}' must be a bool, int, float, "
+                         "str or a non-empty list of one of bool/int/float")
+        return GeAttr(ge_name, value_type, const=source["value"])
+    if set(source) == {"len"}:
+        arg = schema.arg(source["len"]) if isinstance(source["len"], str) else None
+        if arg is None or arg.kind is not ArgKind.TENSOR_LIST:
+            raise p.fail(sub, "ge.attrs", f"{{len: {source['len']}}} needs a Tensor[] argument")
+        return GeAttr(ge_name, AttrType.INT, length_of=source["len"])
+    raise p.fail(sub, "ge.attrs", f"attr '{ge_name}' must be an argument name, {{value: <constant>}} "
+                 "or {len: <Tensor[] argument>}")
+
+
+def _check_unique(p: OpParser, names: list[tuple[str, tuple, str]]) -> None:
+    """GE input, attr and output names share one namespace in the IR prototype."""
+    seen = set()
+    for name, sub, field in names:
+        if name in seen:
+            raise p.fail(sub, field, f"GE name '{name}' is used twice")
+        seen.add(name)
+
+

@@ -1,0 +1,77 @@
+"""The `samples:` field of a YAML op: inputs for generated tests, checked against the schema and `dims:`."""
+from __future__ import annotations
+
+from typing import Any
+
+from .dtypes import DTYPES
+from .model import SampleValue, Sample, TensorSample
+from .op_parser import OpParser
+from .schema import Arg, ArgKind, Schema
+
+
+def parse_samples(p: OpParser, schema: Schema, dims: dict[str, int], raw: Any) -> tuple[Sample, ...]:
+    if not isinstance(raw, list):
+        raise p.fail(("samples",), "samples", "expected a list of mappings argument -> value")
+    samples = []
+    for i, item in enumerate(raw):
+        sub, field = ("samples", i), f"samples[{i}]"
+        if not isinstance(item, dict):
+            raise p.fail(sub, field, "expected a mapping argument -> value")
+        for name in item:
+            if schema.arg(name) is None:
+                raise p.fail(sub + (name,), f"{field}.{name}", f"'{name}' is not an argument of the op")
+        values = []
+        for arg in schema.args:
+            if arg.name not in item:
+                if not arg.has_default:
+                    raise p.fail(sub, f"{field}.{arg.name}", f"required argument '{arg.name}' has no value")
+                continue
+            values.append(SampleValue(arg.name, _parse_sample_value(p, sub + (arg.name,), f"{field}.{arg.name}",
+                                                         arg, dims, item[arg.name])))
+        samples.append(Sample(tuple(values), p.doc.location(sub, p.op, field)))
+    return tuple(samples)
+
+
+def _parse_sample_value(p: OpParser, sub: tuple, field: str, arg: Arg, dims: dict, value: Any) -> Any:
+    kind = arg.kind
+    if value is None:
+        if not arg.optional:
+            raise p.fail(sub, field, f"'{arg.name}' is not optional and cannot be null")
+        return None
+    if kind in (ArgKind.TENSOR, ArgKind.OPTIONAL_TENSOR):
+        return _parse_tensor_sample(p, sub, field, dims, value)
+    if kind is ArgKind.TENSOR_LIST:
+        if not isinstance(value, list) or not value:
+            raise p.fail(sub, field, "expected a non-empty list of [dtype, shape] entries")
+        return tuple(_parse_tensor_sample(p, sub + (i,), f"{field}[{i}]", dims, v) for i, v in enumerate(value))
+    checks = {
+        ArgKind.INT: lambda v: type(v) is int or v in dims,
+        ArgKind.FLOAT: lambda v: type(v) in (int, float),
+        ArgKind.BOOL: lambda v: type(v) is bool,
+        ArgKind.STR: lambda v: isinstance(v, str),
+        ArgKind.SCALAR_TYPE: lambda v: v in DTYPES,
+        ArgKind.INT_LIST: lambda v: isinstance(v, list) and all(type(x) is int or x in dims for x in v),
+        ArgKind.FLOAT_LIST: lambda v: isinstance(v, list) and all(type(x) in (int, float) for x in v),
+        ArgKind.BOOL_LIST: lambda v: isinstance(v, list) and all(type(x) is bool for x in v),
+    }
+    if not checks[kind](value):
+        raise p.fail(sub, field, f"'{arg.name}' is {kind.value}; {value!r} does not fit")
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _parse_tensor_sample(p: OpParser, sub: tuple, field: str, dims: dict, value: Any) -> TensorSample:
+    if not isinstance(value, list) or len(value) not in (2, 3):
+        raise p.fail(sub, field, "a tensor sample is [dtype, shape] or [dtype, shape, {low, high, unique}]")
+    dtype_name, shape = value[0], value[1]
+    if dtype_name not in DTYPES:
+        raise p.fail(sub, field, f"unknown dtype '{dtype_name}'; known: {', '.join(DTYPES)}")
+    if not isinstance(shape, list) or not all((type(d) is int and d >= 0) or d in dims for d in shape):
+        raise p.fail(sub, field, f"shape must be a list of non-negative integers or names from `dims:` ({', '.join(dims) or 'none declared'})")
+    options = value[2] if len(value) == 3 else {}
+    if not isinstance(options, dict) or set(options) - {"low", "high", "unique"}:
+        raise p.fail(sub, field, "tensor options are a mapping with low, high, unique")
+    for bound in ("low", "high"):
+        if bound in options and not (type(options[bound]) is int or options[bound] in dims):
+            raise p.fail(sub, field, f"'{bound}' must be an integer or a name from `dims:`")
+    return TensorSample(DTYPES[dtype_name], tuple(shape), options.get("low"), options.get("high"),
+                        bool(options.get("unique", False)))
