@@ -30,7 +30,7 @@ def _list(args) -> int:
     for st in sorted(_registry.loaded(), key=lambda s: s.qualname):
         spec = st.spec
         ge = f"GE {spec.ge.type}" if spec.ge else "no GE mapping"
-        print(f"{spec.schema.text}\n    {ge}; {spec.location.file}:{spec.location.line}")
+        print(f"{spec.schema.text}\n    {ge}; {spec.location.file_line}")
     return 0
 
 

@@ -24,8 +24,13 @@ class Location:
     def with_field(self, field: str, line: int | None = None) -> "Location":
         return Location(self.file, self.line if line is None else line, self.op, field)
 
+    @property
+    def file_line(self) -> str:
+        """`file:line`, as compilers and editors read it."""
+        return f"{self.file}:{self.line}"
+
     def __str__(self) -> str:
-        parts = [f"{self.file}:{self.line}"]
+        parts = [self.file_line]
         if self.op:
             parts.append(f"op '{self.op}'")
         if self.field:

@@ -87,7 +87,7 @@ def _check_new(spec: OpSpec) -> None:
     location = spec.field("func")
     if existing is not None and existing.spec is not None:
         first = existing.spec.location
-        raise YamlSpecError(location, f"{spec.qualname} is already loaded from {first.file}:{first.line}")
+        raise YamlSpecError(location, f"{spec.qualname} is already loaded from {first.file_line}")
     if exists_in_dispatcher(spec):
         raise YamlSpecError(location, f"{spec.qualname} already exists in the '{spec.namespace}' namespace "
                             "(defined by torch_npu or another library); choose another name")
