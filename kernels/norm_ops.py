@@ -25,19 +25,22 @@ def _rms_norm_setup(ctx, inputs, output):
     ctx.save_for_backward(x, gamma, output[1])
 
 
-def _rms_norm_grads(x, gamma, rstd, grad_y):
+def _rms_norm_grads(x, gamma, rstd, grad_y, grad_rstd):
     xf, gf, gy = opmath(x), opmath(gamma), opmath(grad_y)
     normed = xf * rstd
     grad_gamma = (gy * normed).reshape(-1, x.shape[-1]).sum(0)
     g = gy * gf
     grad_x = rstd * (g - normed * (g * normed).mean(-1, keepdim=True))
+    if grad_rstd is not None:
+        # rstd = (mean(x^2) + eps)^(-1/2), so d rstd / d x = -rstd^3 * x / N
+        grad_x = grad_x - grad_rstd.float() * rstd.pow(3) * xf / x.shape[-1]
     return grad_x.to(x.dtype), grad_gamma.to(gamma.dtype)
 
 
 @backward("npu_custom_rms_norm")
 def _rms_norm_backward(ctx, grad_y, grad_rstd):
     x, gamma, rstd = ctx.saved_tensors
-    grad_x, grad_gamma = _rms_norm_grads(x, gamma, rstd, grad_y)
+    grad_x, grad_gamma = _rms_norm_grads(x, gamma, rstd, grad_y, grad_rstd)
     return grad_x, grad_gamma, None
 
 
@@ -56,6 +59,6 @@ def _add_rms_norm_setup(ctx, inputs, output):
 @backward("npu_custom_add_rms_norm")
 def _add_rms_norm_backward(ctx, grad_y, grad_rstd, grad_x_sum):
     x, gamma, rstd = ctx.saved_tensors
-    grad_x, grad_gamma = _rms_norm_grads(x, gamma, rstd, grad_y)
+    grad_x, grad_gamma = _rms_norm_grads(x, gamma, rstd, grad_y, grad_rstd)
     grad_x = grad_x + grad_x_sum
     return grad_x, grad_x, grad_gamma, None

@@ -206,9 +206,12 @@ def test_registration_failure_in_torch_library_registers_nothing(tmp_path, monke
         return real(lib, spec)
 
     monkeypatch.setattr(_library, "_register_op", failing_register_op)
-    with pytest.raises(RuntimeError, match="simulated torch.library failure"):
+    with pytest.raises(RuntimeError, match="simulated torch.library failure") as info:
         op_plugin.load_yaml(path)
     assert calls == [qa, qb]
+    # `info` keeps the failed call's frames (and so its torch.library.Library) alive: the fragment
+    # must be destroyed explicitly, not merely dropped for the garbage collector.
+    assert info.traceback
     for q in (qa, qb):
         assert_not_registered(q)
 
@@ -229,9 +232,10 @@ def test_failing_load_hook_registers_nothing(tmp_path, monkeypatch, cleanup):
             raise RuntimeError("simulated hook failure")
 
     monkeypatch.setattr(_load, "_load_hooks", [*_load._load_hooks, hook])
-    with pytest.raises(RuntimeError, match="simulated hook failure"):
+    with pytest.raises(RuntimeError, match="simulated hook failure") as info:
         op_plugin.load_yaml(path)
     assert sorted(undone) == sorted([qa, qb])
+    assert info.traceback  # frames kept alive: destroyed explicitly, not by the garbage collector
     for q in (qa, qb):
         assert_not_registered(q)
 
