@@ -7,8 +7,8 @@ from typing import Any
 from .._base.errors import OpPluginError
 from .._ge.ir import AttrType
 from .._registry.binding import bind
+from .._spec.ge_prototype import ge_outputs
 from .._spec.model import OpSpec
-from .mapping import ge_outputs
 
 
 def generated_converter(spec: OpSpec, torchair: Any) -> Callable:
@@ -18,9 +18,12 @@ def generated_converter(spec: OpSpec, torchair: Any) -> Callable:
     to_ge_dtype = torchair.ge._ge_graph.torch_type_to_ge_type
     outputs = ge_outputs(spec)
     n_returns = len(spec.schema.returns)
+    mapped = {a.arg for a in spec.ge.attrs} | {i.arg for i in spec.ge.inputs}
+    unmapped = {a.name: a.default_value for a in spec.schema.torch_schema.arguments if a.name not in mapped}
 
     def convert(*args, **kwargs):
         _, _, bound = bind(spec, args, kwargs)
+        _check_unmapped_defaults(spec, bound, unmapped)
         inputs = {i.ge_name: bound.get(i.arg) for i in spec.ge.inputs}
         attrs = {}
         for a in spec.ge.attrs:
@@ -37,6 +40,17 @@ def generated_converter(spec: OpSpec, torchair: Any) -> Callable:
     convert.__name__ = f"convert_{spec.name}"
     convert.__qualname__ = convert.__name__
     return convert
+
+
+def _check_unmapped_defaults(spec: OpSpec, bound: dict, unmapped: dict) -> None:
+    """An argument with no GE attr cannot reach the GE op: only its default value is allowed."""
+    for name, default in unmapped.items():
+        value = bound[name]
+        same = list(value) == list(default) if isinstance(value, (list, tuple)) and default is not None else value == default
+        if not same:
+            raise OpPluginError(f"{spec.field('ge.attrs')}: {spec.qualname} is called with {name}={value!r}, but "
+                                f"'{name}' is not mapped to a GE attr, so the GE graph could only compute with its "
+                                f"default {default!r}; map it in `ge.attrs`")
 
 
 def missing_mapping_converter(spec: OpSpec) -> Callable:

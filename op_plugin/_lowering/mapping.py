@@ -1,30 +1,9 @@
-"""What a YAML `ge:` mapping means in GE IR terms, independent of any host."""
+"""A YAML `ge:` mapping checked against the prototype of the built-in GE op it names."""
 from __future__ import annotations
 
 from .._base.errors import OpPluginError
-from .._ge.ir import InputKind, IrPrototype, OutputKind
+from .._ge.ir import InputKind, IrPrototype
 from .._spec.model import OpSpec
-
-
-def ge_outputs(spec: OpSpec) -> list[str]:
-    """The GE output names: the returns, then a ref output for each mutated input not returned."""
-    names = list(spec.ge.outputs)
-    returned = {spec.schema.aliased_arg(r).name for r in spec.schema.returns if r.alias_set}
-    for arg in spec.schema.args:
-        if arg.mutated and arg.name not in returned:
-            names.append(next(i.ge_name for i in spec.ge.inputs if i.arg == arg.name))
-    return names
-
-
-def ir_prototype(spec: OpSpec) -> IrPrototype:
-    """The IR prototype a YAML op declares for its (custom) GE type."""
-    refs = set(ge_outputs(spec)) - set(spec.ge.outputs)
-    return IrPrototype(
-        spec.ge.type,
-        inputs=tuple((i.ge_name, i.kind) for i in spec.ge.inputs),
-        outputs=tuple((name, OutputKind.REQUIRED) for name in list(spec.ge.outputs) + sorted(refs)),
-        attrs=tuple((a.ge_name, a.value_type) for a in spec.ge.attrs),
-    )
 
 
 def check_against_builtin(spec: OpSpec, builtin: IrPrototype) -> None:

@@ -7,11 +7,12 @@ from pathlib import Path
 
 from .._base.errors import OpPluginError, YamlSpecError
 from .._base.handles import RegistrationHandle
+from .._spec.ge_prototype import ir_prototype
 from .._spec.model import OpSpec
 from .._spec.parse import parse_document
 from .._spec.yaml_source import read_located
 from .library import exists_in_dispatcher, register_library
-from .op_state import OpState, Piece, check_piece_allowed, find, forget, qualify, state
+from .op_state import OpState, Piece, check_piece_allowed, find, forget, loaded, qualify, state
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,9 @@ def load_yaml(path: str | Path) -> list[str]:
     fails, everything this call registered is removed again: a file registers all its ops or none.
     """
     specs = parse_yaml(path)
-    for spec in specs:
+    for index, spec in enumerate(specs):
         _check_new(spec)
+        _check_ge_prototype(spec, [st.spec for st in loaded()] + list(specs[:index]))
     library = register_library(specs)
     registered: list[OpState] = []
     try:
@@ -64,22 +66,39 @@ def load_yaml(path: str | Path) -> list[str]:
             forget(st.qualname)
         library.destroy()
         raise
-    loaded = LoadedFile(specs, library)
+    loaded_file = LoadedFile(specs, library)
     for spec in specs:
-        _LOADED[spec.qualname] = loaded
+        _LOADED[spec.qualname] = loaded_file
     return [spec.qualname for spec in specs]
 
 
 def unload(qualname: str) -> None:
     """Remove every op registered together with `qualname` (its whole file)."""
     qualname = qualify(qualname)
-    loaded = _LOADED.get(qualname)
-    if loaded is None:
+    loaded_file = _LOADED.get(qualname)
+    if loaded_file is None:
         raise OpPluginError(f"{qualname} was not loaded by op_plugin.load_yaml")
-    for spec in loaded.specs:
+    for spec in loaded_file.specs:
         forget(spec.qualname)
         _LOADED.pop(spec.qualname, None)
-    loaded.library.destroy()
+    loaded_file.library.destroy()
+
+
+def _check_ge_prototype(spec: OpSpec, others: list[OpSpec]) -> None:
+    """One GE type has one prototype: two ops declaring it differently cannot both be right."""
+    if spec.ge is None:
+        return
+    declared = ir_prototype(spec)
+    for other in others:
+        if other.ge is not None and other.ge.type == spec.ge.type and ir_prototype(other) != declared:
+            raise YamlSpecError(spec.field("ge"), f"GE type {spec.ge.type} is already declared by {other.qualname} "
+                                f"({other.location.file_line}) with another prototype ({_describe(ir_prototype(other))}, "
+                                f"here {_describe(declared)}); use another `ge.type` or the same inputs, attrs and outputs")
+
+
+def _describe(prototype) -> str:
+    names = lambda params: ", ".join(p.name for p in params)  # noqa: E731
+    return f"inputs [{names(prototype.inputs)}], attrs [{names(prototype.attrs)}], outputs [{names(prototype.outputs)}]"
 
 
 def _check_new(spec: OpSpec) -> None:

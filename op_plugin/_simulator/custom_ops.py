@@ -16,12 +16,14 @@ from typing import Any
 
 import torch
 
+from .._base.errors import OpPluginError
 from .._base.handles import HandleGroup, RegistrationHandle
 from .._ge.ir import AttrType, InputKind
 from .._ge.values import ge_dtype_to_torch
-from .._lowering.mapping import check_against_builtin, ge_outputs, ir_prototype
+from .._lowering.mapping import check_against_builtin
 from .._registry.library import op_overload
-from .._registry.op_state import OpState, state
+from .._registry.op_state import OpState, loaded, state
+from .._spec.ge_prototype import ge_outputs, ir_prototype
 from .._spec.model import OpSpec
 from .executor import GeExecutionError
 from .ir_registry import builtin_prototype, register_ir_prototype
@@ -36,6 +38,11 @@ def lowering_hook(st: OpState) -> RegistrationHandle | None:
     if builtin is not None:
         check_against_builtin(spec, builtin)
         return None
+    owner = _other_owner(spec)
+    if owner is not None:
+        raise OpPluginError(f"{spec.field('ge.type')}: custom GE type {spec.ge.type} is already the type of "
+                            f"{owner.qualname} ({owner.location.file_line}); a custom GE type runs one kernel, so "
+                            "it belongs to one op: give this op its own `ge.type`")
     group = HandleGroup(f"simulator pieces of {spec.qualname}")
     try:
         group.add(register_ir_prototype(ir_prototype(spec)))
@@ -46,6 +53,15 @@ def lowering_hook(st: OpState) -> RegistrationHandle | None:
     return group
 
 
+def _other_owner(spec: OpSpec) -> OpSpec | None:
+    """Another loaded op whose custom GE type is `spec`'s (with no hand-written converter of its own)."""
+    for st in loaded():
+        other = st.spec
+        if other is not spec and other.ge is not None and other.ge.type == spec.ge.type and st.converter is None:
+            return other
+    return None
+
+
 def reference_ge_kernel(spec: OpSpec) -> Callable:
     """Executor kernel for a custom GE type: the op's reference kernel on the node's inputs and attrs."""
     st = state(spec.qualname)
@@ -53,6 +69,7 @@ def reference_ge_kernel(spec: OpSpec) -> Callable:
     promised = _MetaPromise(spec)
     returned = {spec.schema.aliased_arg(r).name for r in spec.schema.returns if r.alias_set}
     mutated_not_returned = [a.name for a in spec.schema.args if a.mutated and a.name not in returned]
+    defaults = {a.name: a.default_value for a in spec.schema.torch_schema.arguments}
 
     def kernel(inputs: list, attrs: dict, node) -> list:
         names = [desc.name for desc in node.input_desc]
@@ -68,8 +85,11 @@ def reference_ge_kernel(spec: OpSpec) -> Callable:
                 value = attrs[a.ge_name]
                 # ScalarType attrs travel as GE dtype numbers; the reference kernel wants a torch.dtype
                 by_arg[a.arg] = ge_dtype_to_torch(value) if a.value_type is AttrType.DATA_TYPE else value
-        args = [by_arg[arg.name] for arg in spec.schema.args if not arg.kwarg_only and arg.name in by_arg]
-        kwargs = {arg.name: by_arg[arg.name] for arg in spec.schema.args if arg.kwarg_only and arg.name in by_arg}
+        # Bound by name: an argument without a GE attr takes its schema default (the converter has
+        # refused any other value), so later arguments never shift into its place.
+        bound = {name: by_arg.get(name, default) for name, default in defaults.items()}
+        args = [bound[arg.name] for arg in spec.schema.args if not arg.kwarg_only]
+        kwargs = {arg.name: bound[arg.name] for arg in spec.schema.args if arg.kwarg_only}
         with torch.no_grad():
             result = st.reference(*args, **kwargs)
         results = list(result) if isinstance(result, (list, tuple)) else [result]

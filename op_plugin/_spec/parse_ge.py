@@ -44,7 +44,18 @@ def parse_ge(p: OpParser, schema: Schema, raw: Any) -> GeSpec:
              + [(a.ge_name, ("ge", "attrs", a.ge_name), "ge.attrs") for a in attrs]
              + [(o, ("ge", "outputs"), "ge.outputs") for o, ref in zip(outputs, ref_names) if ref is None])
     _check_unique(p, names)
+    _check_dynamic_expansion(p, inputs, names)
     return GeSpec(ge_type, inputs, attrs, tuple(outputs))
+
+
+def _check_dynamic_expansion(p: OpParser, inputs: tuple[GeInput, ...], names: list[tuple[str, tuple, str]]) -> None:
+    """GE names the parts of a dynamic input `x` as x0, x1, ...: no other name may look like one."""
+    for dynamic in (i.ge_name for i in inputs if i.kind is InputKind.DYNAMIC):
+        expansion = re.compile(rf"^{re.escape(dynamic)}\d+$")
+        for name, sub, field in names:
+            if expansion.match(name):
+                raise p.fail(sub, field, f"GE name '{name}' collides with the parts of dynamic input '{dynamic}' "
+                             f"({dynamic}0, {dynamic}1, ...); rename one of them")
 
 
 def _named_pairs(p: OpParser, sub: tuple, field: str, raw: Any) -> list[tuple[str, str, tuple]]:
@@ -116,6 +127,12 @@ def _parse_ge_attrs(p: OpParser, schema: Schema, raw: Any) -> tuple[GeAttr, ...]
             raise p.fail(sub, "ge.attrs", f"argument '{source}' is of type {arg.kind.value}; GE attrs take "
                          "int, float, bool, str, int[], float[], bool[] or ScalarType arguments")
         result.append(GeAttr(ge_name, value_type, arg=source))
+    mapped = {a.arg for a in result}
+    for arg in schema.non_tensor_args:
+        if arg.name not in mapped and not arg.has_default:
+            raise p.fail(("ge", "attrs"), "ge.attrs", f"argument '{arg.name}' has no default and is not mapped to a "
+                         "GE attr, so the GE op could not receive its value; map it (e.g. "
+                         f"`{arg.name}: {arg.name}`) or give it a default in `func:`")
     return tuple(result)
 
 
