@@ -14,6 +14,9 @@ Both tables below were checked against TorchAir's own (``torchair/ge/_ge_graph.p
 
 from __future__ import annotations
 
+import re
+from typing import NamedTuple
+
 import torch
 
 # One row per dtype: (torch dtype, ge::DataType number (GE enum), ge_ir.proto DataType number).
@@ -131,3 +134,24 @@ def decode_attr(attr_def):
 def decode_attrs(op_def) -> dict:
     """All attributes of an OpDef, decoded; names starting with "_" are TorchAir bookkeeping but kept."""
     return {name: decode_attr(value) for name, value in op_def.attr.items()}
+
+
+class FxTensorMeta(NamedTuple):
+    """The FX fake tensor TorchAir recorded on a GE output desc (its `_meta` attr)."""
+
+    dtype: str                 # e.g. "float32"
+    dims: tuple[str, ...]      # e.g. ("s0", "16"): ints, or SymInt expressions as text
+
+
+_FX_TENSOR_META = re.compile(r"Tensor\(dtype=torch\.(\w+), shape=torch\.Size\(\[(.*?)\]\)")
+
+
+def fx_tensor_meta(desc) -> FxTensorMeta | None:
+    """The `_meta` of an output desc when it describes a tensor (not a SymInt or a list), else None."""
+    if "_meta" not in desc.attr:
+        return None
+    match = _FX_TENSOR_META.match(desc.attr["_meta"].s.decode("utf-8", "replace"))
+    if match is None:
+        return None
+    dims = tuple(d.strip() for d in match.group(2).split(",") if d.strip())
+    return FxTensorMeta(match.group(1), dims)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from .._ge.values import decode_attr, proto_dtype_name
+from .._ge.values import decode_attr, fx_tensor_meta, proto_dtype_name
 from .graph_classes import NodeInfo, classify, data_inputs, meta_text
 
 CUSTOM_FILL, CUSTOM_EDGE = "#ffb74d", "#b35c00"
@@ -36,18 +36,17 @@ SHAPE_FILL, SHAPE_EDGE, SHAPE_FONT = "#f4f4f4", "#aaaaaa", "#777777"
 CONST_FILL = "#eeeeee"
 FONT = "Helvetica"
 
-_META_TENSOR = re.compile(r"Tensor\(dtype=torch\.(\w+), shape=torch\.Size\(\[(.*?)\]\)")
 _META_OTHER = re.compile(r"<class '(?:torch\.)?(\w+)'>\((.*)\)$", re.S)
 _MAX_ATTRS, _MAX_TEXT = 4, 36
 
 
 def describe_output(desc) -> str:
     """`float32[s0, 16]` from the FX meta when present, else from the desc; `?` = unknown."""
+    tensor_meta = fx_tensor_meta(desc)
+    if tensor_meta:
+        return f"{tensor_meta.dtype}[{', '.join(tensor_meta.dims)}]"
     meta = meta_text(desc)
     if meta:
-        match = _META_TENSOR.match(meta)
-        if match:
-            return f"{match.group(1)}[{match.group(2)}]"
         match = _META_OTHER.match(meta)
         if match:
             return f"{match.group(1)} {match.group(2)}"
