@@ -18,6 +18,9 @@ Process-wide side effects of importing/using TorchAir, and what this module does
   -> The previous logger class is restored right after the import. Loggers TorchAir made
   during the import keep its class (its ``torchair`` logger needs ``.event``).
 * ``logging.addLevelName(35, "EVENT")``: a new global level name. -> Left as is (harmless).
+* ``logging.getLogger("torchair")`` called by the user before the simulator loads TorchAir (on
+  an Ascend host TorchAir is already imported by then) is a plain Logger that TorchAir reuses
+  without ``.event``. -> It gets TorchAir's logger class, and keeps the level the user set.
 * The ``torchair`` logger gets a StreamHandler on **stdout** (level ERROR, DEBUG with
   TORCH_COMPILE_DEBUG=1). -> Its handler is moved to **stderr**, level unchanged, so program
   output on stdout stays clean. (Lowering it to WARNING would print "Failed to import
@@ -118,13 +121,16 @@ def _import_contained(torchair_parent: Path):
 
     previous_logger_class = logging.getLoggerClass()
     previous_signals = _current_signal_handlers()
+    user_level = _user_set_level("torchair")
     try:
         import torchair  # pylint: disable=import-outside-toplevel
+        torchair_logger_class = logging.getLoggerClass()
     finally:
         logging.setLoggerClass(previous_logger_class)
         _restore_signal_handlers(previous_signals)
 
     _unregister_atexit_finalizer()
+    _adopt_early_logger(torchair.logger, torchair_logger_class, user_level)
     _route_logger_to_stderr(torchair.logger)
     if "torch_npu" in sys.modules:  # the documented boundary; fail loudly if it ever breaks
         raise RuntimeError("loading the simulator's TorchAir imported torch_npu; the import boundary is broken")
@@ -148,6 +154,25 @@ def _unregister_atexit_finalizer() -> None:
     finalizer = getattr(backend, "finalize_graph_engine", None)
     if finalizer is not None:
         atexit.unregister(finalizer)
+
+
+def _user_set_level(name: str) -> int | None:
+    """The level a user gave the `name` logger before TorchAir was imported (None if none)."""
+    existing = logging.Logger.manager.loggerDict.get(name)
+    if isinstance(existing, logging.Logger) and existing.level != logging.NOTSET:
+        return existing.level
+    return None
+
+
+def _adopt_early_logger(torchair_logger: logging.Logger, event_class: type, user_level: int | None) -> None:
+    """A user who called `logging.getLogger("torchair")` before the first compile created a plain
+    Logger, which TorchAir then reuses without its `.event` method; on an Ascend host TorchAir is
+    imported with torch_npu, before user code. Give that logger TorchAir's class, and keep the
+    level the user set rather than the ERROR TorchAir's import resets it to."""
+    if not hasattr(torchair_logger, "event") and issubclass(event_class, logging.Logger):
+        torchair_logger.__class__ = event_class
+    if user_level is not None:
+        torchair_logger.setLevel(user_level)
 
 
 def _route_logger_to_stderr(torchair_logger: logging.Logger) -> None:

@@ -101,3 +101,19 @@ def test_stub_is_strict_and_answers_what_torchair_reads():
     assert module.check_cann_compat("Add", (), ()) == ""
     assert module.InitializeGraphEngine({"ge.exec.deviceId": "0"}) is None
     assert module.TorchDataType.FLOAT16 == 1 and module.TorchDataType.BF16 == 27
+
+
+def test_torchair_logger_configured_before_the_first_compile(tmp_path):
+    """logging.getLogger("torchair").setLevel(...) before TorchAir loads must not break compiles."""
+    code = (
+        "import logging, torch, op_plugin\n"
+        "logging.getLogger('torchair').setLevel(logging.WARNING)\n"
+        "f = torch.compile(lambda x: torch.ops.npu.npu_vector_add(x, x), backend='npugraph')\n"
+        "x = torch.ones(3)\n"
+        "assert f(x).tolist() == [2.0, 2.0, 2.0]\n"
+        "logger = logging.getLogger('torchair')\n"
+        "print(hasattr(logger, 'event'), logger.level == logging.WARNING)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["True", "True"]
