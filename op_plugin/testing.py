@@ -191,6 +191,21 @@ def _tensor(spec: TensorSample, sizes: Mapping[str, int], generator: torch.Gener
             count *= d
         if count > high - low:
             raise OpPluginError(f"cannot draw {count} unique values from [{low}, {high})")
-        values = torch.randperm(high - low, generator=generator)[:count] + low
-        return values.reshape(shape).to(spec.dtype)
+        return _unique_ints(count, low, high, generator).reshape(shape).to(spec.dtype)
     return torch.randint(low, high, shape, generator=generator).to(spec.dtype)
+
+
+def _unique_ints(count: int, low: int, high: int, generator: torch.Generator) -> torch.Tensor:
+    """`count` distinct ints from [low, high) in random order, in memory proportional to `count`:
+    a permutation of a small range, else draws until enough distinct values (the range is over four
+    times `count`, so each draw is new with probability above 3/4)."""
+    span = high - low
+    if span <= 4 * count:
+        return torch.randperm(span, generator=generator)[:count] + low
+    chosen: dict[int, None] = {}
+    while len(chosen) < count:
+        for value in torch.randint(low, high, (2 * (count - len(chosen)),), generator=generator).tolist():
+            chosen.setdefault(value, None)
+            if len(chosen) == count:
+                break
+    return torch.tensor(list(chosen), dtype=torch.int64)

@@ -5,6 +5,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from .._base.errors import OpPluginError, YamlSpecError
 from .._base.handles import RegistrationHandle
 from .._spec.ge_prototype import ir_prototype
@@ -47,7 +49,7 @@ def load_yaml(path: str | Path) -> list[str]:
     """
     specs = parse_yaml(path)
     for index, spec in enumerate(specs):
-        _check_new(spec)
+        _check_new(spec, specs)
         _check_ge_prototype(spec, [st.spec for st in loaded()] + list(specs[:index]))
     library = register_library(specs)
     registered: list[OpState] = []
@@ -101,7 +103,7 @@ def _describe(prototype) -> str:
     return f"inputs [{names(prototype.inputs)}], attrs [{names(prototype.attrs)}], outputs [{names(prototype.outputs)}]"
 
 
-def _check_new(spec: OpSpec) -> None:
+def _check_new(spec: OpSpec, file_specs: tuple[OpSpec, ...]) -> None:
     existing = find(spec.qualname)
     location = spec.field("func")
     if existing is not None and existing.spec is not None:
@@ -110,3 +112,8 @@ def _check_new(spec: OpSpec) -> None:
     if exists_in_dispatcher(spec):
         raise YamlSpecError(location, f"{spec.qualname} already exists in the '{spec.namespace}' namespace "
                             "(defined by torch_npu or another library); choose another name")
+    if spec.schema.overload and not any(s.name == spec.name and not s.schema.overload for s in file_specs):
+        packet = f"{spec.namespace}::{spec.name}"
+        if any(name == packet or name.startswith(packet + ".") for name in torch._C._dispatch_get_all_op_names()):
+            raise YamlSpecError(location, f"{packet} is defined elsewhere; a file may add overloads only to ops it "
+                                "defines itself, so existing calls keep resolving to the op they meant")

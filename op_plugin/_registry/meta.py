@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from .._base.errors import OpPluginError
 from .._spec.model import OpSpec
 
 
@@ -16,7 +17,7 @@ def generated_meta(spec: OpSpec, bound: dict[str, Any]) -> Any:
     assert spec.outputs is not None
     device = _first_tensor(spec, bound).device
     results = []
-    for out in spec.outputs:
+    for index, out in enumerate(spec.outputs):
         if out.same_as is not None:
             results.append(bound[out.same_as])
             continue
@@ -25,7 +26,7 @@ def generated_meta(spec: OpSpec, bound: dict[str, Any]) -> Any:
             dtype = (source[0] if isinstance(source, (list, tuple)) else source).dtype
         else:
             dtype = out.dtype
-        results.append(torch.empty(out.size.evaluate(bound), dtype=dtype, device=device))
+        results.append(torch.empty(_size(spec, index, out, bound), dtype=dtype, device=device))
     if len(results) == 1:
         return results[0]
     return tuple(results)
@@ -39,3 +40,20 @@ def _first_tensor(spec: OpSpec, bound: dict[str, Any]) -> torch.Tensor:
         if isinstance(value, (list, tuple)) and value:
             return value[0]
     raise RuntimeError(f"{spec.qualname}: no tensor argument to take the output device from")
+
+
+def _size(spec: OpSpec, index: int, out, bound: dict[str, Any]) -> list:
+    """The output size, with a failure (division by zero, an index out of range, a None argument,
+    a negative size) reported at the YAML field that computed it. Symbolic-shape machinery errors
+    (RuntimeError subclasses dynamo relies on) pass through untouched."""
+    where = spec.field(f"outputs[{index}].size")
+    try:
+        size = out.size.evaluate(bound)
+    except (ZeroDivisionError, IndexError, ValueError, OverflowError, TypeError) as exc:
+        raise OpPluginError(f"{where}: {spec.qualname}: size '{out.size.text}' cannot be computed for this call: "
+                            f"{type(exc).__name__}: {exc}") from exc
+    negative = [d for d in size if isinstance(d, int) and d < 0]
+    if negative:
+        raise OpPluginError(f"{where}: {spec.qualname}: size '{out.size.text}' gives {size} for this call; "
+                            "sizes cannot be negative")
+    return size

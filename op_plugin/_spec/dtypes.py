@@ -14,3 +14,8 @@ FLOATING = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float6
 
 def dtype_name(dtype: torch.dtype) -> str:
     return DTYPE_NAMES.get(dtype, str(dtype).replace("torch.", ""))
+
+
+def is_dtype_name(value: object) -> bool:
+    """`value` is one of the YAML dtype names (and not, say, a list someone wrote by mistake)."""
+    return isinstance(value, str) and value in DTYPES

@@ -11,8 +11,9 @@ from typing import Any
 import torch
 
 from .._base.errors import YamlSpecError
-from .dtypes import DTYPES
+from .dtypes import DTYPES, is_dtype_name
 from .model import DEFAULT_NAMESPACE, DimSize, DtypeRule, OpSpec, OutputSpec
+from .names import namespace_problem, op_name_problem
 from .op_parser import IDENTIFIER, OpParser
 from .parse_ge import parse_ge
 from .parse_samples import parse_samples
@@ -20,6 +21,7 @@ from .schema import ArgKind, Schema, SchemaParseError, parse_schema
 from .size_expr import SizeExprError, compile_size_expr
 from .yaml_source import LocatedDocument
 
+MAX_SAMPLE_DIM = 1 << 16
 _FILE_FIELDS = ("namespace", "ops")
 _OP_FIELDS = ("func", "doc", "outputs", "dtypes", "ge", "dims", "samples")
 
@@ -32,11 +34,15 @@ def parse_document(doc: LocatedDocument) -> tuple[OpSpec, ...]:
     _reject_unknown(doc, (), data, _FILE_FIELDS, None)
     namespace = data.get("namespace", DEFAULT_NAMESPACE)
     if not isinstance(namespace, str) or not IDENTIFIER.match(namespace):
-        raise YamlSpecError(doc.location(("namespace",), field="namespace"), f"'{namespace}' is not a valid namespace")
+        raise YamlSpecError(doc.location(("namespace",), field="namespace"),
+                            f"{_short_repr(namespace)} is not a valid namespace")
+    problem = namespace_problem(namespace)
+    if problem:
+        raise YamlSpecError(doc.location(("namespace",), field="namespace"), problem)
     ops = data.get("ops")
     if not isinstance(ops, list) or not ops:
         raise YamlSpecError(doc.location(("ops",), field="ops"), "expected a non-empty list of ops")
-    specs = [_parse_op(doc, namespace, i, entry) for i, entry in enumerate(ops)]
+    specs = [_parse_op_located(doc, namespace, i, entry) for i, entry in enumerate(ops)]
     seen: dict[str, OpSpec] = {}
     for spec in specs:
         if spec.qualname in seen:
@@ -44,6 +50,21 @@ def parse_document(doc: LocatedDocument) -> tuple[OpSpec, ...]:
                                 f"{spec.qualname} is defined twice in this file (first at line {seen[spec.qualname].location.line})")
         seen[spec.qualname] = spec
     return tuple(specs)
+
+
+def _parse_op_located(doc: LocatedDocument, namespace: str, index: int, entry: Any) -> OpSpec:
+    """`_parse_op`, with any unexpected failure turned into an error at the op's line (as torchgen's
+    `context` does), the original exception chained: a gap in the validator still says where."""
+    try:
+        return _parse_op(doc, namespace, index, entry)
+    except YamlSpecError:
+        raise
+    except Exception as exc:
+        func = entry.get("func") if isinstance(entry, dict) else None
+        op = func.split("(", 1)[0].strip() if isinstance(func, str) else None
+        raise YamlSpecError(doc.location(("ops", index), op),
+                            f"cannot validate this op: {type(exc).__name__}: {exc} (a gap in op_plugin's validator; "
+                            "the message above is the underlying error)") from exc
 
 
 def _parse_op(doc: LocatedDocument, namespace: str, index: int, entry: Any) -> OpSpec:
@@ -61,6 +82,9 @@ def _parse_op(doc: LocatedDocument, namespace: str, index: int, entry: Any) -> O
         raise p.fail(("func",), "func", f"invalid schema: {exc}") from None
     p.op = schema.name + (f".{schema.overload}" if schema.overload else "")
     _reject_unknown(doc, path, entry, _OP_FIELDS, p.op)
+    problem = op_name_problem(schema.name)
+    if problem:
+        raise p.fail(("func",), "func", problem)
     _check_schema_supported(p, schema)
     doc_text = entry.get("doc", "")
     if not isinstance(doc_text, str) or "\n" in doc_text.strip():
@@ -111,9 +135,11 @@ def _parse_dims(p: OpParser, raw: Any) -> tuple[DimSize, ...]:
     for name, value in raw.items():
         if not isinstance(name, str) or not IDENTIFIER.match(name):
             raise p.fail(("dims", name), f"dims.{name}", "dim names must be identifiers")
-        if type(value) is not int or value < 2:
-            # 0 and 1 specialise under torch.compile, so they make poor dynamic-shape samples.
-            raise p.fail(("dims", name), f"dims.{name}", f"expected an integer >= 2, got {value!r}")
+        if type(value) is not int or not 2 <= value <= MAX_SAMPLE_DIM:
+            # 0 and 1 specialise under torch.compile, so they make poor dynamic-shape samples; the
+            # upper bound keeps generated sample tensors small.
+            raise p.fail(("dims", name), f"dims.{name}", f"expected an integer from 2 to {MAX_SAMPLE_DIM}, "
+                         f"got {_short_repr(value)}")
     return tuple(DimSize(name, value) for name, value in raw.items())
 
 
@@ -160,7 +186,7 @@ def _parse_output(p: OpParser, schema: Schema, i: int, item: Any, ret) -> Output
         if not arg.kind.is_tensor:
             raise p.fail(sub + ("dtype",), f"{field}.dtype", f"argument '{dtype_value}' is not a tensor")
         return OutputSpec(size, dtype_value, None, None)
-    if dtype_value in DTYPES:
+    if is_dtype_name(dtype_value):
         return OutputSpec(size, None, DTYPES[dtype_value], None)
     raise p.fail(sub + ("dtype",), f"{field}.dtype", f"'{dtype_value}' is neither a tensor argument nor a dtype "
                  f"({', '.join(DTYPES)})")
@@ -170,7 +196,7 @@ def _parse_dtype_list(p: OpParser, sub: tuple, field: str, raw: Any) -> frozense
     if not isinstance(raw, list) or not raw:
         raise p.fail(sub, field, "expected a non-empty list of dtype names")
     for i, name in enumerate(raw):
-        if name not in DTYPES:
+        if not is_dtype_name(name):
             raise p.fail(sub + (i,), field, f"unknown dtype '{name}'; known: {', '.join(DTYPES)}")
     return frozenset(DTYPES[n] for n in raw)
 
@@ -192,3 +218,6 @@ def _parse_dtypes(p: OpParser, schema: Schema, raw: Any) -> tuple[DtypeRule, ...
     return tuple(rules)
 
 
+def _short_repr(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .dtypes import DTYPES
+from .dtypes import DTYPES, is_dtype_name
 from .model import SampleValue, Sample, TensorSample
 from .op_parser import OpParser
 from .schema import Arg, ArgKind, Schema
@@ -45,12 +45,12 @@ def _parse_sample_value(p: OpParser, sub: tuple, field: str, arg: Arg, dims: dic
             raise p.fail(sub, field, "expected a non-empty list of [dtype, shape] entries")
         return tuple(_parse_tensor_sample(p, sub + (i,), f"{field}[{i}]", dims, v) for i, v in enumerate(value))
     checks = {
-        ArgKind.INT: lambda v: type(v) is int or v in dims,
+        ArgKind.INT: lambda v: type(v) is int or _is_dim(v, dims),
         ArgKind.FLOAT: lambda v: type(v) in (int, float),
         ArgKind.BOOL: lambda v: type(v) is bool,
         ArgKind.STR: lambda v: isinstance(v, str),
-        ArgKind.SCALAR_TYPE: lambda v: v in DTYPES,
-        ArgKind.INT_LIST: lambda v: isinstance(v, list) and all(type(x) is int or x in dims for x in v),
+        ArgKind.SCALAR_TYPE: is_dtype_name,
+        ArgKind.INT_LIST: lambda v: isinstance(v, list) and all(type(x) is int or _is_dim(x, dims) for x in v),
         ArgKind.FLOAT_LIST: lambda v: isinstance(v, list) and all(type(x) in (int, float) for x in v),
         ArgKind.BOOL_LIST: lambda v: isinstance(v, list) and all(type(x) is bool for x in v),
     }
@@ -63,15 +63,19 @@ def _parse_tensor_sample(p: OpParser, sub: tuple, field: str, dims: dict, value:
     if not isinstance(value, list) or len(value) not in (2, 3):
         raise p.fail(sub, field, "a tensor sample is [dtype, shape] or [dtype, shape, {low, high, unique}]")
     dtype_name, shape = value[0], value[1]
-    if dtype_name not in DTYPES:
+    if not is_dtype_name(dtype_name):
         raise p.fail(sub, field, f"unknown dtype '{dtype_name}'; known: {', '.join(DTYPES)}")
-    if not isinstance(shape, list) or not all((type(d) is int and d >= 0) or d in dims for d in shape):
+    if not isinstance(shape, list) or not all((type(d) is int and d >= 0) or _is_dim(d, dims) for d in shape):
         raise p.fail(sub, field, f"shape must be a list of non-negative integers or names from `dims:` ({', '.join(dims) or 'none declared'})")
     options = value[2] if len(value) == 3 else {}
     if not isinstance(options, dict) or set(options) - {"low", "high", "unique"}:
         raise p.fail(sub, field, "tensor options are a mapping with low, high, unique")
     for bound in ("low", "high"):
-        if bound in options and not (type(options[bound]) is int or options[bound] in dims):
+        if bound in options and not (type(options[bound]) is int or _is_dim(options[bound], dims)):
             raise p.fail(sub, field, f"'{bound}' must be an integer or a name from `dims:`")
     return TensorSample(DTYPES[dtype_name], tuple(shape), options.get("low"), options.get("high"),
                         bool(options.get("unique", False)))
+
+
+def _is_dim(value: Any, dims: dict) -> bool:
+    return isinstance(value, str) and value in dims

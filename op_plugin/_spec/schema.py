@@ -103,10 +103,15 @@ def parse_schema(text: str) -> Schema:
     """Parse `text` with torch's schema parser; errors become one readable message."""
     if "::" in text.split("(", 1)[0]:
         raise SchemaParseError("write the op name without a namespace; set `namespace:` at the top of the file")
+    if not text.isascii():
+        raise SchemaParseError("the schema must be ASCII: op, argument and type names are C++ identifiers")
     try:
         parsed = torch._C.parse_schema(text)
     except RuntimeError as exc:
         raise SchemaParseError(_clean_torch_message(str(exc))) from None
+    except (IndexError, ValueError, OverflowError) as exc:
+        # torch's parser converts defaults with std::stoll / std::stod, which throw out_of_range
+        raise SchemaParseError(f"a default value does not fit its type ({exc})") from None
     args = []
     for a in parsed.arguments:
         type_str = str(getattr(a, "real_type", a.type))

@@ -16,6 +16,10 @@ import yaml
 from .._base.errors import Location, YamlSpecError
 
 Path_ = tuple  # a path into the document: keys and list indices
+# Bounds that keep a hostile or broken file cheap to reject; a real op file is far inside them.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 64            # nesting of lists and mappings (an op entry needs about 6)
+MAX_VALUES = 200_000      # values after alias expansion (an alias bomb expands exponentially)
 # libyaml's parser when PyYAML has it (about 10x faster); same safe constructor either way.
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -39,13 +43,20 @@ class LocatedDocument:
 def read_located(path: str | Path) -> LocatedDocument:
     file = str(path)
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise YamlSpecError(Location(file, 1), f"the file has {size} bytes; op YAML files are limited to "
+                                f"{MAX_FILE_BYTES} bytes")
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise YamlSpecError(Location(file, 1), f"cannot read the file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise YamlSpecError(Location(file, 1), f"the file is not UTF-8 text: {exc.reason}") from None
     return parse_located(text, file)
 
 
 def parse_located(text: str, file: str = "<string>") -> LocatedDocument:
+    _check_depth(text, file)
     loader = _SafeLoader(text)
     try:
         root = loader.get_single_node()
@@ -60,14 +71,46 @@ def parse_located(text: str, file: str = "<string>") -> LocatedDocument:
     lines: dict[Path_, int] = {}
     if root is None:
         return LocatedDocument(file, None, lines)
-    data = _walk(loader, root, (), lines, file)
+    data = _walk(loader, root, (), lines, file, _Budget(MAX_VALUES))
     return LocatedDocument(file, data, lines)
+
+
+def _check_depth(text: str, file: str) -> None:
+    """Refuse deep nesting before composing: the composer recurses once per level (a C stack
+    overflow in libyaml's binding, a RecursionError in PyYAML's). The event stream is flat."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_SafeLoader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise YamlSpecError(Location(file, event.start_mark.line + 1),
+                                        f"lists and mappings are nested more than {MAX_DEPTH} deep")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # reported with its line by the composer, which stops at the same place
+
+
+class _Budget:
+    """How many more values the walk may produce; aliases count each time they are expanded."""
+
+    def __init__(self, values: int):
+        self.left = values
+
+    def spend(self, node: yaml.Node, file: str) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise YamlSpecError(Location(file, node.start_mark.line + 1),
+                                f"the file expands to more than {MAX_VALUES} values (YAML anchors and aliases "
+                                "repeat what they point to); write the values out or reuse fewer")
 
 
 _PLAIN_TAGS = {yaml.MappingNode: "tag:yaml.org,2002:map", yaml.SequenceNode: "tag:yaml.org,2002:seq"}
 
 
-def _walk(loader: _SafeLoader, node: yaml.Node, path: Path_, lines: dict, file: str) -> Any:
+def _walk(loader: _SafeLoader, node: yaml.Node, path: Path_, lines: dict, file: str, budget: _Budget) -> Any:
+    budget.spend(node, file)
     lines.setdefault(path, node.start_mark.line + 1)
     plain_tag = _PLAIN_TAGS.get(type(node))
     if plain_tag and node.tag != plain_tag:
@@ -84,10 +127,10 @@ def _walk(loader: _SafeLoader, node: yaml.Node, path: Path_, lines: dict, file: 
                 raise YamlSpecError(Location(file, key_node.start_mark.line + 1), f"duplicate key '{key}'")
             # A field's line is its key's line, also when its value is a block starting below.
             lines[path + (key,)] = key_node.start_mark.line + 1
-            out[key] = _walk(loader, value_node, path + (key,), lines, file)
+            out[key] = _walk(loader, value_node, path + (key,), lines, file, budget)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_walk(loader, item, path + (i,), lines, file) for i, item in enumerate(node.value)]
+        return [_walk(loader, item, path + (i,), lines, file, budget) for i, item in enumerate(node.value)]
     return _scalar(loader, node, file)
 
 
@@ -98,6 +141,8 @@ def _scalar(loader: _SafeLoader, node: yaml.Node, file: str) -> Any:
         raise YamlSpecError(Location(file, node.start_mark.line + 1), _tag_message(node.tag)) from None
     except yaml.YAMLError as exc:
         raise YamlSpecError(Location(file, node.start_mark.line + 1), f"bad value: {exc.problem if hasattr(exc, 'problem') else exc}") from None
+    except (ValueError, OverflowError) as exc:  # e.g. an integer with more digits than Python converts
+        raise YamlSpecError(Location(file, node.start_mark.line + 1), f"bad value: {exc}") from exc
 
 
 def _tag_message(tag: str) -> str:
