@@ -70,11 +70,29 @@ def compile_size_expr(text: str, schema: Schema) -> SizeExpr:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise SizeExprError(f"cannot parse '{text}': {exc.msg}") from None
+    _check_cost(tree, text)
     compiler = _Compiler(schema, text)
     typ, fn = compiler.compile(tree.body)
     if typ is not _T.INTS:
         raise SizeExprError(f"'{text}' is {typ.value}; a size must be a list of integers, e.g. \"[{text}]\" or x.shape")
     return SizeExpr(text, frozenset(compiler.names), fn)
+
+
+# Bounds on one expression: its size (the compiler recurses per node) and how many of * // % it
+# has, whose symbolic forms sympy must simplify on every dynamic-shape compile (15 of them took 27 s).
+MAX_NODES = 120
+MAX_NONLINEAR = 8
+
+
+def _check_cost(tree: ast.AST, text: str) -> None:
+    nodes = list(ast.walk(tree))  # iterative: safe on any depth ast.parse accepted
+    if len(nodes) > MAX_NODES:
+        raise SizeExprError(f"'{text[:60]}...' is too long ({len(nodes)} syntax nodes, at most {MAX_NODES}); "
+                            "write the rule as a Meta function")
+    nonlinear = sum(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.FloorDiv, ast.Mod)) for n in nodes)
+    if nonlinear > MAX_NONLINEAR:
+        raise SizeExprError(f"'{text[:60]}' has {nonlinear} of * // % (at most {MAX_NONLINEAR}): symbolic shapes "
+                            "would cost seconds per compile; write the rule as a Meta function")
 
 
 class _Compiler:
