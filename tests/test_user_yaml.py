@@ -215,3 +215,19 @@ def test_readme_example(tmp_path):
         os.chdir(cwd)
         unload("npu_layer_scale")
         _registry.detach("npu_layer_scale", "reference")
+
+
+def test_backward_for_keyword_only_tensors_is_refused(tmp_path):
+    """torch.library cannot register autograd for keyword-only Tensor arguments: a backward would
+    be silently ignored, so attaching one is an error naming the op."""
+    path = tmp_path / "kwonly.yaml"
+    path.write_text("ops:\n  - func: npu_probe_kwonly(Tensor x, *, Tensor scale) -> Tensor\n"
+                    "    outputs: [{size: x.shape, dtype: x}]\n", encoding="utf-8")
+    (qualname,) = op_plugin.load_yaml(path)
+    try:
+        with pytest.raises(op_plugin.OpPluginError, match=r"kwonly.yaml:2: op 'npu_probe_kwonly': field 'func': "
+                                                          r".*keyword-only Tensor arguments"):
+            op_plugin.backward(qualname)(lambda ctx, grad: (grad, None))
+    finally:
+        unload(qualname)
+        _registry.detach(qualname, "backward")

@@ -1,9 +1,11 @@
 """`op_plugin.inspect`: what graph mode makes of a model, FX graph and GE graph side by side.
 
 The GE graphs come from TorchAir's own lowering run through the simulator's native boundary,
-where they are captured; so inspect() always lowers through the simulator (also on an Ascend
-host, where it needs `python -m op_plugin._simulator.install` once) and runs the model once on
-the CPU to trigger the lowering.
+where they are captured; so inspect() always lowers through the simulator and runs the model once
+on the CPU to trigger the lowering. It needs a process that has not imported torch_npu (the
+simulator's TorchAir cannot live beside the real one): on an Ascend host run it in a separate
+process, after `python -m op_plugin._simulator.install` once; otherwise the simulator's loader
+refuses with that reason.
 """
 from __future__ import annotations
 
