@@ -78,22 +78,17 @@ def test_two_ops_cannot_share_a_custom_ge_type(load):
 
 
 def test_one_ge_type_declared_with_two_prototypes_is_refused_at_load(load):
-    load("one", """
-        namespace: probe_one
+    text = """
+        namespace: {ns}
         ops:
-          - func: scale(Tensor x, float k) -> Tensor
-            outputs: [{size: x.shape, dtype: x}]
-            ge: {type: ProbeTwoProtos}
-    """, lambda x, k: x * k)
+          - func: scale(Tensor x, {arg}) -> Tensor
+            outputs: [{{size: x.shape, dtype: x}}]
+            ge: {{type: ProbeTwoProtos}}
+    """
+    load("one", text.format(ns="probe_one", arg="float k"), lambda x, k: x * k)
     with pytest.raises(op_plugin.YamlSpecError, match=r"two.yaml:4: op 'scale': field 'ge': GE type ProbeTwoProtos "
                                                       r"is already declared by probe_one::scale"):
-        load("two", """
-            namespace: probe_two
-            ops:
-              - func: scale(Tensor x, int n) -> Tensor
-                outputs: [{size: x.shape, dtype: x}]
-                ge: {type: ProbeTwoProtos}
-        """, lambda x, n: x * n)
+        load("two", text.format(ns="probe_two", arg="int n"), lambda x, n: x * n)
 
 
 def test_a_wrong_builtin_mapping_fails_every_compile_and_never_falls_back(tmp_path):
