@@ -1,8 +1,8 @@
 """Stage 3: YAML ops lowered to GE IR through TorchAir's converter registry.
 
-Owns the check of a YAML `ge:` mapping against a built-in GE prototype (`mapping`), the converters
-generated from the mapping (`converters`), and their installation on a TorchAir module, for every op loaded or decorated
-before or after (`install`). Host-independent: the same code runs against torch_npu's TorchAir on
+Owns the check of a YAML `ge:` mapping against a built-in GE prototype (`mapping`), the
+converters generated from the mapping (`converters`), and their installation on a TorchAir
+module, for every op loaded or decorated before or after (`install`). Host-independent: the same code runs against torch_npu's TorchAir on
 an Ascend host and the simulator's on a CPU host, and a host adds its own per-op pieces through
 the `op_hook` of `install_lowering`.
 

@@ -98,7 +98,7 @@ def _fake_kernel(spec: OpSpec) -> Callable:
             return st.meta(*args, **kwargs)
         if spec.outputs is None:
             raise _missing(spec, "Meta function (field 'outputs')",
-                           f"add `outputs:` to the YAML entry, a function in op_plugin/meta, or "
+                           f"add `outputs:` to the YAML entry, a module in meta/ (op_plugin.meta_functions), or "
                            f"@op_plugin.meta('{spec.qualname}')")
         return generated_meta(spec, bound)
 

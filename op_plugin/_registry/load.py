@@ -48,9 +48,10 @@ def load_yaml(path: str | Path) -> list[str]:
     fails, everything this call registered is removed again: a file registers all its ops or none.
     """
     specs = parse_yaml(path)
+    already_loaded = [st.spec for st in loaded()]
     for index, spec in enumerate(specs):
         _check_new(spec, specs)
-        _check_ge_prototype(spec, [st.spec for st in loaded()] + list(specs[:index]))
+        _check_ge_prototype(spec, already_loaded + list(specs[:index]))
     library = register_library(specs)
     registered: list[OpState] = []
     try:

@@ -21,6 +21,7 @@ from .._base.handles import HandleGroup, RegistrationHandle
 from .._ge.ir import AttrType, InputKind
 from .._ge.values import ge_dtype_to_torch
 from .._lowering.mapping import check_against_builtin
+from .._registry.binding import bind
 from .._registry.library import op_overload
 from .._registry.op_state import OpState, loaded, state
 from .._spec.ge_prototype import ge_outputs, ir_prototype
@@ -69,7 +70,6 @@ def reference_ge_kernel(spec: OpSpec) -> Callable:
     promised = _MetaPromise(spec)
     returned = {spec.schema.aliased_arg(r).name for r in spec.schema.returns if r.alias_set}
     mutated_not_returned = [a.name for a in spec.schema.args if a.mutated and a.name not in returned]
-    defaults = {a.name: a.default_value for a in spec.schema.torch_schema.arguments}
 
     def kernel(inputs: list, attrs: dict, node) -> list:
         names = [desc.name for desc in node.input_desc]
@@ -87,9 +87,7 @@ def reference_ge_kernel(spec: OpSpec) -> Callable:
                 by_arg[a.arg] = ge_dtype_to_torch(value) if a.value_type is AttrType.DATA_TYPE else value
         # Bound by name: an argument without a GE attr takes its schema default (the converter has
         # refused any other value), so later arguments never shift into its place.
-        bound = {name: by_arg.get(name, default) for name, default in defaults.items()}
-        args = [bound[arg.name] for arg in spec.schema.args if not arg.kwarg_only]
-        kwargs = {arg.name: bound[arg.name] for arg in spec.schema.args if arg.kwarg_only}
+        args, kwargs, _ = bind(spec, (), by_arg)
         with torch.no_grad():
             result = st.reference(*args, **kwargs)
         results = list(result) if isinstance(result, (list, tuple)) else [result]
