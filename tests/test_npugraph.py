@@ -7,28 +7,15 @@ import op_plugin
 from op_plugin import _registry, _simulator
 from op_plugin._ge.graph import op_types as ge_op_types
 from op_plugin._ge.values import decode_attr
-from op_plugin.testing import assert_results_close, clone_tree
-
-
 from op_plugin.testing import CountingNpugraph
-
-
-def _run(case, compiled, dims=None, seed=5):
-    args, kwargs = case.inputs(dims, seed=seed)
-    eager_args, eager_kwargs = clone_tree((args, kwargs))
-    with torch.no_grad():
-        got = compiled(*args, **kwargs)
-        want = case.op(*eager_args, **eager_kwargs)
-    assert_results_close(got, want)
-    assert_results_close((args, kwargs), (eager_args, eager_kwargs))   # in-place ops mutate the same way
-    return args, kwargs
+from op_plugin._tools.user_checks import compiled_vs_eager
 
 
 def test_static_matches_eager_and_graph_has_the_mapping(case):
     op = case.op
     compiled = torch.compile(lambda *a, **k: op(*a, **k), backend="npugraph", fullgraph=True)
     with _simulator.capture_graphs() as graphs:
-        args, kwargs = _run(case, compiled)
+        args, kwargs = compiled_vs_eager(case, compiled)
     (graph,) = graphs
     types = ge_op_types(graph)
     st = _registry.find(case.spec.qualname)
@@ -62,5 +49,5 @@ def test_dynamic_three_sizes_one_compile(case):
     backend = CountingNpugraph()
     compiled = torch.compile(lambda *a, **k: op(*a, **k), backend=backend, dynamic=True, fullgraph=True)
     for dims in case.variants(3):
-        _run(case, compiled, dims)
+        compiled_vs_eager(case, compiled, dims)
     assert backend.compiles == 1

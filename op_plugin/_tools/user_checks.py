@@ -130,7 +130,9 @@ def _named_leaves(spec, args, kwargs):
     return result
 
 
-def _compiled_vs_eager(case: SampleCase, compiled, dims=None, seed=5) -> None:
+def compiled_vs_eager(case: SampleCase, compiled, dims=None, seed=5) -> tuple:
+    """Run `compiled` and the op eagerly on the sample's inputs (copies); outputs and mutated
+    arguments must agree. Returns the (args, kwargs) `compiled` ran on."""
     args, kwargs = case.inputs(dims, seed=seed)
     eager_args, eager_kwargs = clone_tree((args, kwargs))
     with torch.no_grad():
@@ -138,6 +140,7 @@ def _compiled_vs_eager(case: SampleCase, compiled, dims=None, seed=5) -> None:
         want = case.op(*eager_args, **eager_kwargs)
     assert_results_close(got, want)
     assert_results_close((args, kwargs), (eager_args, eager_kwargs))  # in-place ops mutate the same way
+    return args, kwargs
 
 
 def check_npugraph_static(case: SampleCase) -> str:
@@ -146,7 +149,7 @@ def check_npugraph_static(case: SampleCase) -> str:
     op = case.op
     torch._dynamo.reset()
     compiled = torch.compile(lambda *a, **k: op(*a, **k), backend="npugraph", fullgraph=True)
-    _compiled_vs_eager(case, compiled)
+    compiled_vs_eager(case, compiled)
     return "matches eager"
 
 
@@ -161,7 +164,7 @@ def check_npugraph_dynamic(case: SampleCase) -> str:
     compiled = torch.compile(lambda *a, **k: op(*a, **k), backend=backend, dynamic=True, fullgraph=True)
     variants = case.variants(3)
     for dims in variants:
-        _compiled_vs_eager(case, compiled, dims)
+        compiled_vs_eager(case, compiled, dims)
     assert backend.compiles == 1, f"{backend.compiles} compiles for sizes {variants} (expected 1: a recompile)"
     return f"{len(variants)} sizes, 1 compile"
 
