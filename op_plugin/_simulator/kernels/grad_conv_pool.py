@@ -85,20 +85,29 @@ def _conv_vjp(node, x, weight, dy, attrs, spatial, wrt):
     return grad
 
 
+def _backprop_operands(node, spatial, known, size, dy):
+    """Check a conv backprop's operands: the known tensor (x or filter) and out_backprop share a
+    float dtype, and all three (with the size operand's shape) have rank spatial + 2. Returns the
+    size operand's shape."""
+    (known_name, tensor), (size_name, size_tensor) = known, size
+    check_dtype(node, known_name, tensor, _F16_F32_F64)
+    if dy.dtype != tensor.dtype:
+        fail(node, f"out_backprop dtype {dy.dtype} differs from {known_name} dtype {tensor.dtype}")
+    shape = int_list(size_tensor)
+    if len(shape) != spatial + 2 or tensor.dim() != spatial + 2 or dy.dim() != spatial + 2:
+        fail(node, f"{size_name} {shape}, {known_name} {list(tensor.shape)} and out_backprop {list(dy.shape)} "
+                   f"must all be {spatial + 2}-D")
+    return shape
+
+
 def _conv_backprop_input(spatial):
     def kernel(inputs, attrs, node):
         """y = d(conv)/d(x) applied to out_backprop; input_size gives x's shape in data_format order."""
         input_size, weight, dy = inputs
-        check_dtype(node, "filter", weight, _F16_F32_F64)
-        if dy.dtype != weight.dtype:
-            fail(node, f"out_backprop dtype {dy.dtype} differs from filter dtype {weight.dtype}")
+        shape = _backprop_operands(node, spatial, ("filter", weight), ("input_size", input_size), dy)
         filter_layout = input_layout(node, 1, _CONV[spatial][0])
         if filter_layout != _CONV[spatial][0]:
             fail(node, f"filter layout {filter_layout!r} is not supported ({_CONV[spatial][0]})")
-        shape = int_list(input_size)
-        if len(shape) != spatial + 2 or weight.dim() != spatial + 2 or dy.dim() != spatial + 2:
-            fail(node, f"input_size {shape}, filter {list(weight.shape)} and out_backprop {list(dy.shape)} "
-                       f"must all be {spatial + 2}-D")
         data_format = attrs.get("data_format", _CONV[spatial][1])
         x = torch.zeros(shape, dtype=opmath(dy).dtype)  # only its shape matters to the VJP
         grad = _conv_vjp(node, x, opmath(weight), opmath(dy), attrs, spatial, "x")
@@ -111,13 +120,7 @@ def _conv_backprop_filter(spatial):
     def kernel(inputs, attrs, node):
         """y = d(conv)/d(filter) applied to out_backprop; filter_size gives the filter's shape (OIHW/OIDHW)."""
         x, filter_size, dy = inputs
-        check_dtype(node, "x", x, _F16_F32_F64)
-        if dy.dtype != x.dtype:
-            fail(node, f"out_backprop dtype {dy.dtype} differs from x dtype {x.dtype}")
-        shape = int_list(filter_size)
-        if len(shape) != spatial + 2 or x.dim() != spatial + 2 or dy.dim() != spatial + 2:
-            fail(node, f"x {list(x.shape)}, filter_size {shape} and out_backprop {list(dy.shape)} must all be "
-                       f"{spatial + 2}-D")
+        shape = _backprop_operands(node, spatial, ("x", x), ("filter_size", filter_size), dy)
         weight = torch.zeros(shape, dtype=opmath(x).dtype)
         grad = _conv_vjp(node, opmath(x), weight, opmath(dy), attrs, spatial, "filter")
         # The cube unit accumulates a filter gradient in float32 and TorchAir casts it back itself.
