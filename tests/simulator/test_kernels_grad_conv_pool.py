@@ -135,3 +135,17 @@ def test_conv2d_backprop_input_nhwc_hand_built(graph_builder):
     (got,) = _single(graph_builder, "Conv2DBackpropInput", [size, w, g.permute(0, 2, 3, 1).contiguous()],
                      [(F32, [2, 7, 6, 4])], strides=[1, 2, 1, 1], pads=[1, 1, 1, 1], dilations=[1, 1, 1, 1])
     torch.testing.assert_close(got, want.permute(0, 2, 3, 1), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("op_type,operands,match", [
+    ("Conv2DBackpropInput", lambda: [torch.tensor([1, 2, 5, 5], dtype=I32), torch.randn(3, 2, 3, 3),
+                                     torch.randn(1, 3, 3, 3, dtype=torch.float16)],
+     "out_backprop dtype torch.float16 differs from filter dtype torch.float32"),
+    ("Conv2DBackpropFilter", lambda: [torch.randn(1, 2, 5, 5), torch.tensor([3, 2, 3], dtype=I32),
+                                      torch.randn(1, 3, 3, 3)],
+     r"filter_size \[3, 2, 3\], x \[1, 2, 5, 5\] and out_backprop \[1, 3, 3, 3\] must all be 4-D"),
+])
+def test_conv_backprop_refuses_mismatched_operands(graph_builder, op_type, operands, match):
+    with pytest.raises(Exception, match=f"{op_type}.*{match}"):
+        _single(graph_builder, op_type, operands(), [(F32, [1, 2, 5, 5])],
+                strides=[1, 1, 1, 1], pads=[0, 0, 0, 0], dilations=[1, 1, 1, 1])
