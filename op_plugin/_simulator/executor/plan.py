@@ -134,9 +134,12 @@ class GraphPlan:
         self._size = len(slot_of) + 1
         self._template: list = [None] * self._size
         self._data_inputs: list[_DataInput] = []
+        outs_of: dict[str, list[tuple[int, int]]] = {}
+        for (node, index), slot in slot_of.items():
+            outs_of.setdefault(node, []).append((index, slot))
         for step in self.steps:
             op = step.op
-            outs = sorted((index, slot) for (node, index), slot in slot_of.items() if node == op.name)
+            outs = sorted(outs_of.get(op.name, ()))
             step.out_slots = tuple(outs)
             if op.type == "Const" and outs:
                 self._template[outs[0][1]] = step.const
