@@ -62,7 +62,7 @@ def test_scaled_softmax_entry():
     assert _columns(op) == [{"x": t, "y:out": t} for t in ("float16", "bfloat16", "float")]
     assert op["attr"] == [
         {"name": "scale", "param_type": "optional", "type": "float", "default_value": 1.0},
-        {"name": "dims", "param_type": "optional", "type": "list_int", "default_value": [-1]},
+        {"name": "dims", "param_type": "optional", "type": "list_int", "default_value": "{-1}"},
         {"name": "causal", "param_type": "optional", "type": "bool", "default_value": False},
     ]
 

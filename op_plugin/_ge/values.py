@@ -26,6 +26,14 @@ _DTYPE_NUMBERS = (
     (torch.int64, 9, 8), (torch.uint64, 10, 10), (torch.float64, 11, 12), (torch.bool, 12, 11),
     (torch.complex64, 16, 16), (torch.complex128, 17, 17), (torch.bfloat16, 27, 27), (torch.complex32, 33, 32),
 )
+# ge::DataType enumerator names (include/graph/types.h), by torch dtype: C++ code names a dtype this way.
+TORCH_TO_GE_NAME = {
+    torch.float32: "DT_FLOAT", torch.float16: "DT_FLOAT16", torch.int8: "DT_INT8", torch.int32: "DT_INT32",
+    torch.uint8: "DT_UINT8", torch.int16: "DT_INT16", torch.uint16: "DT_UINT16", torch.uint32: "DT_UINT32",
+    torch.int64: "DT_INT64", torch.uint64: "DT_UINT64", torch.float64: "DT_DOUBLE", torch.bool: "DT_BOOL",
+    torch.complex64: "DT_COMPLEX64", torch.complex128: "DT_COMPLEX128", torch.bfloat16: "DT_BF16",
+    torch.complex32: "DT_COMPLEX32",
+}
 GE_TO_TORCH = {ge: dtype for dtype, ge, _ in _DTYPE_NUMBERS}
 TORCH_TO_GE = {dtype: ge for dtype, ge, _ in _DTYPE_NUMBERS}
 PROTO_TO_TORCH = {proto: dtype for dtype, _, proto in _DTYPE_NUMBERS}

@@ -13,6 +13,12 @@ The format (CANN / MindStudio "msOpGen: create an operator project", table "json
       "attr":        [{"name", "param_type": required|optional, "type": int|float|bool|string|list_int|...,
                        "default_value": ...}]}]
 
+Attribute defaults are written the way msOpGen's generators need them to become valid C++ (read
+from MindStudio msopgen's `op_file.py` / `op_file_aicore.py`: the default is pasted as text into
+`.ATTR(x, ListInt, <default>)` and `this->Attr("x").AttrType(OPTIONAL).ListInt(<default>)`): lists as
+brace-initialiser strings (`"{1, 0}"`, `"{true, false}"`), a ScalarType as its ge::DataType name
+(`"DT_INT8"`, GE's numbering; `type` attrs), non-finite floats refused.
+
 `format` and `type` pair up position by position, and position k of every input and output
 together is one supported dtype combination ("the types of input_desc and output_desc correspond
 vertically"). The combinations come from the YAML `dtypes:` rule: tensor arguments that accept
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +37,9 @@ from pathlib import Path
 import torch
 
 from .._ge.ir import AttrType, InputKind
-from .._ge.values import TORCH_TO_GE
+from .._ge.values import TORCH_TO_GE_NAME
 from .._simulator.builtin_types import builtin_ge_types
-from .._spec.dtypes import DTYPES
+from .._spec.dtypes import DTYPES, schema_default_dtype
 from .._spec.ge_prototype import ge_outputs
 from .._spec.model import OpSpec
 from .._spec.schema import ArgKind
@@ -47,11 +54,25 @@ MSOPGEN_DTYPES = {
 MSOPGEN_ATTR_TYPES = {
     AttrType.INT: "int", AttrType.FLOAT: "float", AttrType.BOOL: "bool", AttrType.STRING: "string",
     AttrType.LIST_INT: "list_int", AttrType.LIST_FLOAT: "list_float", AttrType.LIST_BOOL: "list_bool",
-    AttrType.DATA_TYPE: "int",  # no data-type attr in msOpGen; the kernel gets the ge::DataType number
+    AttrType.LIST_STRING: "list_string", AttrType.LIST_LIST_INT: "list_list_int",
+    AttrType.DATA_TYPE: "type", AttrType.LIST_DATA_TYPE: "list_type",  # ge::DataType, GE's numbering
 }
 PARAM_TYPES = tuple(kind.value for kind in InputKind)
 ATTR_PARAM_TYPES = ("required", "optional")
-ATTR_TYPES = ("int", "float", "bool", "string", "list_int", "list_float", "list_bool", "list_list_int")
+# msOpGen's IR_ATTR_TYPE_MAP (config/transform.json), less tensor attrs, which YAML cannot express.
+ATTR_TYPES = ("int", "float", "bool", "string", "type", "list_int", "list_float", "list_bool", "list_string",
+              "list_type", "list_list_int")
+_GE_DTYPE_NAMES = frozenset(TORCH_TO_GE_NAME.values())
+_NUMBER = r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?"
+# The C++ text msOpGen pastes for each attr type's default (list defaults are brace initialisers).
+_DEFAULT_FORMS = {
+    "list_int": rf"\{{\s*([-+]?\d+(\s*,\s*[-+]?\d+)*)?\s*\}}",
+    "list_float": rf"\{{\s*({_NUMBER}(\s*,\s*{_NUMBER})*)?\s*\}}",
+    "list_bool": r"\{\s*((true|false)(\s*,\s*(true|false))*)?\s*\}",
+    "list_type": r"\{\s*(DT_[A-Z0-9]+(\s*,\s*DT_[A-Z0-9]+)*)?\s*\}",
+    "list_list_int": r"\{\s*(\{[-+\d,\s]*\}(\s*,\s*\{[-+\d,\s]*\})*)?\s*\}",
+    "list_string": r'\{\s*("[^"\\]*"(\s*,\s*"[^"\\]*")*)?\s*\}',
+}
 FORMAT = "ND"
 _DEFAULT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _DTYPE_ORDER = list(DTYPES.values())
@@ -187,9 +208,10 @@ def _attr_json(spec: OpSpec, attr, notes: list[str]) -> dict:
     if kind is None:
         raise ValueError(f"{spec.qualname}: GE attr '{attr.ge_name}' of type {attr.value_type.value} has no msOpGen type")
     entry = {"name": attr.ge_name, "param_type": "required", "type": kind}
-    if attr.value_type is AttrType.DATA_TYPE:
-        notes.append(f"{spec.qualname}: attr '{attr.ge_name}' is a ScalarType; msOpGen has no data-type attr, "
-                     "written as int (the ge::DataType number)")
+    if kind in ("type", "list_type"):
+        notes.append(f"{spec.qualname}: attr '{attr.ge_name}' is a ge::DataType ({kind}), as TorchAir sets it; "
+                     "the GE prototype (REG_OP) takes it, but Ascend C's OpAttrDef has no Type setter, so an "
+                     "Ascend C (-lan cpp) project needs that attr declared by hand")
     if attr.arg is not None:
         arg = spec.schema.arg(attr.arg)
         if arg.has_default:
@@ -198,20 +220,58 @@ def _attr_json(spec: OpSpec, attr, notes: list[str]) -> dict:
                 notes.append(f"{spec.qualname}: attr '{attr.ge_name}' defaults to None in the schema; "
                              "GE attrs cannot be None, so it is written as required")
             else:
-                entry.update(param_type="optional", default_value=_json_value(default, arg.kind))
+                if arg.kind is ArgKind.SCALAR_TYPE:
+                    default = schema_default_dtype(default)
+                entry.update(param_type="optional", default_value=_default_value(spec, attr, kind, default))
     elif attr.length_of is None:  # a constant the converter always sets: the prototype's default
-        entry.update(param_type="optional", default_value=attr.const)
+        entry.update(param_type="optional", default_value=_default_value(spec, attr, kind, attr.const))
     return entry
 
 
-def _json_value(value, kind: ArgKind):
-    if kind in (ArgKind.FLOAT, ArgKind.SCALAR):
-        return float(value)
-    if kind is ArgKind.FLOAT_LIST:
-        return [float(v) for v in value]
-    if kind is ArgKind.SCALAR_TYPE and isinstance(value, torch.dtype):
-        return TORCH_TO_GE[value]
-    return list(value) if isinstance(value, (list, tuple)) else value
+def _default_value(spec: OpSpec, attr, kind: str, value):
+    """`value` in the form msOpGen pastes into C++ for an attr of msOpGen type `kind`."""
+    def scalar(item):
+        if kind in ("float", "list_float"):
+            item = float(item)
+            if not math.isfinite(item):
+                raise ValueError(f"{spec.qualname}: attr '{attr.ge_name}' defaults to {item}, which has no C++ "
+                                 "literal in an msOpGen prototype; give a finite default")
+            return item
+        if kind in ("type", "list_type"):
+            return TORCH_TO_GE_NAME[item]
+        return item
+
+    if not kind.startswith("list_"):
+        return scalar(value)
+
+    def text(item) -> str:
+        if isinstance(item, (list, tuple)):
+            return "{" + ", ".join(text(v) for v in item) + "}"
+        item = scalar(item)
+        if isinstance(item, bool):
+            return "true" if item else "false"
+        if isinstance(item, str) and kind == "list_string":
+            return json.dumps(item)
+        return repr(item) if isinstance(item, float) else str(item)
+
+    return text(list(value))
+
+
+def _check_default(where: str, kind: str, value) -> None:
+    scalar_types = {"int": int, "float": (int, float), "bool": bool, "string": str, "type": str}
+    if kind in scalar_types:
+        ok = isinstance(value, scalar_types[kind]) and (kind == "bool" or not isinstance(value, bool))
+        if kind == "float" and ok:
+            ok = math.isfinite(value)
+        if kind == "type" and ok:
+            ok = value in _GE_DTYPE_NAMES
+    else:
+        ok = isinstance(value, str) and re.fullmatch(_DEFAULT_FORMS[kind], value) is not None
+        if ok and kind == "list_type":
+            ok = set(re.findall(r"DT_[A-Z0-9]+", value)) <= _GE_DTYPE_NAMES
+    if not ok:
+        raise ValueError(f"{where}: default_value {value!r} is not a valid {kind} default for msOpGen "
+                         "(lists are C++ brace initialisers such as \"{1, 2}\"; a type is a ge::DataType name)")
 
 
 def check_msopgen_json(ops: list[dict]) -> None:
@@ -249,6 +309,8 @@ def check_msopgen_json(ops: list[dict]) -> None:
                 raise ValueError(f"{where}: param_type must be required/optional and type one of {ATTR_TYPES}")
             if attr["param_type"] == "optional" and "default_value" not in attr:
                 raise ValueError(f"{where}: an optional attr needs a default_value")
+            if "default_value" in attr:
+                _check_default(where, attr["type"], attr["default_value"])
 
 
 def snake_case(ge_type: str) -> str:
