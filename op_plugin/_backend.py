@@ -1,7 +1,8 @@
 """Stage 5: the `npugraph` torch.compile backend, which picks the host.
 
     torch.compile(model, backend="npugraph")                         # mode "ge"
-    torch.compile(model, backend="npugraph", options={"mode": "aclgraph", "dump": "pbtxt"})
+    torch.compile(model, backend="npugraph", options={"mode": "ge", "dump": "pbtxt"})
+    torch.compile(model, backend="npugraph", options={"mode": "aclgraph"})           # TorchAir's npugraph_ex
     torch.compile(model, backend=op_plugin.npugraph_backend(mode="ge", dump="txt", dump_dir="dumps"))
     torch.compile(model, backend="npugraph", options={"torchair_gelu": True, "soc": "Ascend950"})
 
@@ -45,7 +46,7 @@ class NpuGraphConfig:
     """Options of the npugraph backend.
 
     mode: "ge" (default; whole graph through the GE converters) or "aclgraph" (TorchAir's
-        npugraph_ex path: eager kernels + Meta functions, captured as an ACL graph).
+        npugraph_ex backend: eager kernels + Meta functions, captured as an ACL graph).
     dump: write each GE graph in TorchAir's dump format "txt", "pbtxt" or "py" (None: no dump).
     dump_dir: folder for the dumps (default: the working folder, as TorchAir does).
     torchair_gelu: keep TorchAir's lowering of `aten.gelu`/`gelu_backward` verbatim (GE Gelu, the
@@ -145,6 +146,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
         rewrite_for_npu(gm, config.soc)  # trace what an Ascend host traces
     # On the simulator, custom GE types also need an IR prototype and an executor kernel.
     install_lowering(torchair, op_hook=_simulator.lowering_hook if simulated else None)
+    if config.mode == "aclgraph" and config.dump:
+        _warn_once("npugraph: the dump option writes GE graphs; mode 'aclgraph' (npugraph_ex) builds none, "
+                   "so nothing is dumped")
     if config.mode == "aclgraph" and simulated:
         # npugraph_ex runs the eager kernels inside a captured ACL graph, which needs an NPU. Its
         # numerics are those of the functionalized FX graph with the eager (reference) kernels,
@@ -154,8 +158,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
         _warn_once("npugraph: mode 'aclgraph' on a CPU host runs the AOT graph with the reference kernels "
                    "(ACL graph capture needs an NPU)")
         return aot_eager(gm, example_inputs)
+    if config.mode == "aclgraph":
+        return _npugraph_ex_backend()(gm, example_inputs)
     compiler_config = torchair.CompilerConfig()
-    compiler_config.mode = "max-autotune" if config.mode == "ge" else "reduce-overhead"
+    compiler_config.mode = "max-autotune"
     if config.dump:
         compiler_config.debug.graph_dump.type = config.dump
         if config.dump_dir:
@@ -168,6 +174,17 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
     # compiled now, not at the first backward (AOT autograd's default), so the option reaches it.
     with keep_torchair_lowering(), torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
         return backend(gm, example_inputs)
+
+
+def _npugraph_ex_backend() -> Callable:
+    """The backend `torch.compile(backend="npugraph_ex")` uses: torch_npu registers it (entry point
+    `torch_npu.dynamo:_npugraph_ex_backend_entrypoint`, TorchAir's npugraph_ex with
+    CompilerConfig.mode "npugraph_ex"). TorchAir's "reduce-overhead" mode, which aclgraph used, is
+    deprecated in the pinned TorchAir in favour of it. npugraph_ex runs the ops' eager NPU kernels
+    and their Meta functions inside a captured ACL graph: no GE converter is involved."""
+    from torch._dynamo import lookup_backend
+
+    return lookup_backend("npugraph_ex")
 
 
 def _warn_once(message: str) -> None:

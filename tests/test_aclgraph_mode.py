@@ -1,0 +1,66 @@
+"""mode "aclgraph": TorchAir's npugraph_ex backend on an Ascend host, the AOT graph with the
+reference kernels (said with a warning) on a CPU host."""
+import warnings
+
+import pytest
+import torch
+from torch._dynamo.backends.registry import _BACKENDS, _COMPILER_FNS
+
+import op_plugin
+from op_plugin import _backend
+
+
+@pytest.fixture
+def ascend_host_with_npugraph_ex(monkeypatch):
+    """An Ascend host as op_plugin sees it: TorchAir not simulated, torch_npu's `npugraph_ex`
+    backend registered with dynamo (a recording stand-in here)."""
+    calls = []
+
+    def npugraph_ex(gm, example_inputs, **kwargs):
+        calls.append((gm, list(example_inputs)))
+        return gm.forward
+
+    monkeypatch.setattr(_backend, "load_torchair_for_host", lambda force_simulator=False: (object(), False))
+    monkeypatch.setattr(_backend, "install_lowering", lambda torchair, op_hook=None: None)
+    monkeypatch.setitem(_COMPILER_FNS, "npugraph_ex", npugraph_ex)
+    monkeypatch.setitem(_BACKENDS, "npugraph_ex", None)
+    return calls
+
+
+def test_aclgraph_on_an_ascend_host_uses_the_npugraph_ex_backend(ascend_host_with_npugraph_ex):
+    gm = torch.fx.symbolic_trace(lambda x: x * 2)
+    x = torch.ones(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "reduce-overhead is deprecated", no CPU-host warning
+        compiled = _backend.compile_graph(gm, [x], _backend.NpuGraphConfig(mode="aclgraph"))
+    ((traced, inputs),) = ascend_host_with_npugraph_ex
+    assert traced is gm and inputs == [x]
+    torch.testing.assert_close(compiled(x), x * 2)
+
+
+def test_torch_compile_reduce_overhead_means_aclgraph(ascend_host_with_npugraph_ex):
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: x + 1, backend="npugraph", mode="reduce-overhead")
+    torch.testing.assert_close(f(torch.zeros(2)), torch.ones(2))
+    assert len(ascend_host_with_npugraph_ex) == 1
+
+
+def test_dump_option_in_aclgraph_mode_says_nothing_is_dumped(tmp_path):
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: x + 1, backend=op_plugin.npugraph_backend(mode="aclgraph", dump="txt",
+                                                                         dump_dir=str(tmp_path)))
+    with pytest.warns(UserWarning, match="mode 'aclgraph' .npugraph_ex. builds none"):
+        f(torch.zeros(2))
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_pinned_torchair_deprecates_reduce_overhead_for_npugraph_ex():
+    """Why aclgraph no longer asks TorchAir for mode "reduce-overhead" (checked on the real TorchAir)."""
+    torchair = op_plugin._simulator.load_torchair()
+    config = torchair.CompilerConfig()
+    assert "npugraph_ex" in config.mode.optional
+    config.mode = "reduce-overhead"
+    from torchair.configs.compiler_config import _check_config_support
+
+    with pytest.warns(DeprecationWarning, match="Please use the .npugraph_ex. backend"):
+        _check_config_support(config)
