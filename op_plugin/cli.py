@@ -118,19 +118,26 @@ def _inspect(args) -> int:
     return status
 
 
-def _msopgen(args) -> int:
+def _parse_files(paths) -> list | None:
+    """The ops of every YAML file (parsed, not registered); None after printing each file's error."""
     from ._base.errors import YamlSpecError
     from ._registry.load import parse_yaml
-    from ._tools.msopgen import dumps, msopgen_ops, write_jsons
 
     specs, failed = [], 0
-    for path in args.files:
+    for path in paths:
         try:
             specs.extend(parse_yaml(path))
         except YamlSpecError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed += 1
-    if failed:
+    return None if failed else specs
+
+
+def _msopgen(args) -> int:
+    from ._tools.msopgen import dumps, msopgen_ops, write_jsons
+
+    specs = _parse_files(args.files)
+    if specs is None:
         return 1
     result = msopgen_ops(specs)
     log = sys.stderr if args.out is None else sys.stdout  # stdout carries the JSON without --out
@@ -148,6 +155,28 @@ def _msopgen(args) -> int:
         print(f"wrote {path}: {spec.ge.type} for {spec.qualname}\n"
               f"    msopgen gen -i {path} -f pytorch -c ai_core-<soc_version> -lan cpp -out ./{spec.ge.type}")
     if not result.ops:
+        print("no custom GE ops: nothing to generate")
+    return 0
+
+
+def _opproto(args) -> int:
+    from ._tools.opproto import OpProtoError, opproto_sources, write_sources
+
+    specs = _parse_files(args.files)
+    if specs is None:
+        return 1
+    try:
+        result = opproto_sources(specs)
+    except (OpProtoError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for spec, ge_type in result.builtin:
+        print(f"skip {spec.qualname}: GE type {ge_type} is a CANN built-in op; CANN ships its prototype")
+    for spec in result.no_ge:
+        print(f"skip {spec.qualname}: no `ge:` mapping, so no GE op")
+    for path in write_sources(result, args.out):
+        print(f"wrote {path}")
+    if not result.generated:
         print("no custom GE ops: nothing to generate")
     return 0
 
@@ -303,6 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--out", metavar="DIR", help="write one <op>.json per custom op here (default: JSON to stdout)")
     p.set_defaults(run=_msopgen)
+    p = sub.add_parser("opproto", help="GE op prototypes (REG_OP) with infer functions (C++) for the custom GE ops "
+                                       "of YAML files, from the same `outputs:` rules as the Meta functions")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--out", metavar="DIR", required=True, help="folder for <op>.h, <op>.cc and op_plugin_infer.h")
+    p.set_defaults(run=_opproto)
     p = sub.add_parser("declared-cases", help="run TorchAir's declared converter cases through npugraph against eager",
                        description="Every case TorchAir declares on its converters (@declare_supported), compiled with "
                                    "the npugraph backend and compared with CPU eager, each in a guarded worker process "

@@ -53,6 +53,7 @@ class SizeExpr:
     text: str
     names: frozenset[str]
     _evaluate: Evaluator
+    tree: ast.expr  # the checked syntax tree, for generators that translate the rule (op-plugin opproto)
 
     def evaluate(self, args: Mapping[str, Any]) -> list:
         """Evaluate on the bound arguments (real, fake or meta tensors); returns a list of (Sym)ints."""
@@ -75,7 +76,7 @@ def compile_size_expr(text: str, schema: Schema) -> SizeExpr:
     typ, fn = compiler.compile(tree.body)
     if typ is not _T.INTS:
         raise SizeExprError(f"'{text}' is {typ.value}; a size must be a list of integers, e.g. \"[{text}]\" or x.shape")
-    return SizeExpr(text, frozenset(compiler.names), fn)
+    return SizeExpr(text, frozenset(compiler.names), fn, tree.body)
 
 
 # Bounds on one expression: its size (the compiler recurses per node) and how many of * // % it

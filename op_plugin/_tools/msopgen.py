@@ -127,7 +127,7 @@ def op_json(spec: OpSpec, notes: list[str] | None = None) -> dict:
                 "type": [MSOPGEN_DTYPES[d] for d in dtypes]}
                for name, dtypes in zip(list(ge.outputs) + refs, output_dtypes)]
     entry = {"op": ge.type, "input_desc": inputs, "output_desc": outputs}
-    attrs = [_attr_json(spec, attr, notes) for attr in ge.attrs]
+    attrs = [attr_json(spec, attr, notes) for attr in ge.attrs]
     if attrs:
         entry["attr"] = attrs
     check_msopgen_json([entry])
@@ -203,7 +203,7 @@ def _schema_default(spec: OpSpec, name: str):
     return None
 
 
-def _attr_json(spec: OpSpec, attr, notes: list[str]) -> dict:
+def attr_json(spec: OpSpec, attr, notes: list[str]) -> dict:
     kind = MSOPGEN_ATTR_TYPES.get(attr.value_type)
     if kind is None:
         raise ValueError(f"{spec.qualname}: GE attr '{attr.ge_name}' of type {attr.value_type.value} has no msOpGen type")
