@@ -5,6 +5,7 @@ Per op:
   so torch.compile functionalizes it with auto_functionalized;
 - the eager kernel at CompositeExplicitAutograd: it runs on every device and, unlike a
   CompositeImplicitAutograd kernel, is never decomposed by tracing, so the op stays whole in graphs;
+- for an op with `aclnn:`, its NPU kernel at PrivateUse1 (`aclnn_kernel`), ahead of the reference;
 - the fake/Meta function (`torch.library.register_fake`), generated from `outputs:` or user-given;
 - autograd (`torch.library.register_autograd`) for functional ops; for in-place ops a kernel that
   bumps the version counter of mutated tensors and refuses to run when a gradient is required.
@@ -21,6 +22,7 @@ import torch
 from .._base.errors import MissingImplementationError, OpPluginError
 from .._base.handles import RegistrationHandle
 from .._spec.model import OpSpec
+from .aclnn_kernel import aclnn_kernel
 from .binding import bind, check_dtypes
 from .meta import generated_meta
 from .op_state import state
@@ -61,6 +63,8 @@ def _register_op(lib: torch.library.Library, spec: OpSpec) -> None:
     lib.define(schema.text, tags=tags)
     overload_name = spec.overload_name
     lib.impl(overload_name, _eager_kernel(spec), "CompositeExplicitAutograd")
+    if spec.aclnn is not None:  # NPU tensors run the op's aclnn kernel, never the reference
+        lib.impl(overload_name, aclnn_kernel(spec), "PrivateUse1")
     torch.library.register_fake(spec.qualname, _fake_kernel(spec), lib=lib)
     if schema.is_mutable:
         lib.impl(overload_name, _inplace_autograd_kernel(spec), "Autograd", with_keyset=True)

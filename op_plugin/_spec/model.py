@@ -108,6 +108,15 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class AclnnSpec:
+    """The op's eager NPU kernel: a two-phase aclnn API (`<function>GetWorkspaceSize`, `<function>`)
+    exported by `library` (a file name looked up by the dynamic loader, or a path)."""
+
+    function: str
+    library: str
+
+
+@dataclass(frozen=True)
 class OpSpec:
     namespace: str
     schema: Schema
@@ -118,6 +127,7 @@ class OpSpec:
     dims: tuple[DimSize, ...]
     samples: tuple[Sample, ...]
     location: Location                       # the op's `func:` line
+    aclnn: AclnnSpec | None = None           # the eager NPU kernel through aclnn, if declared
 
     @property
     def name(self) -> str:

@@ -15,7 +15,7 @@ from .dtypes import DTYPES, is_dtype_name
 from .model import DEFAULT_NAMESPACE, DimSize, DtypeRule, OpSpec, OutputSpec
 from .names import namespace_problem, op_name_problem
 from .op_parser import IDENTIFIER, OpParser
-from .parse_ge import parse_ge
+from .parse_ge import parse_aclnn, parse_ge
 from .parse_samples import parse_samples
 from .schema import ArgKind, Schema, SchemaParseError, parse_schema
 from .size_expr import SizeExprError, compile_size_expr
@@ -23,7 +23,7 @@ from .yaml_source import LocatedDocument
 
 MAX_SAMPLE_DIM = 1 << 16
 _FILE_FIELDS = ("namespace", "ops")
-_OP_FIELDS = ("func", "doc", "outputs", "dtypes", "ge", "dims", "samples")
+_OP_FIELDS = ("func", "doc", "outputs", "dtypes", "ge", "aclnn", "dims", "samples")
 
 
 def parse_document(doc: LocatedDocument) -> tuple[OpSpec, ...]:
@@ -98,6 +98,7 @@ def _parse_op(doc: LocatedDocument, namespace: str, index: int, entry: Any) -> O
         dims=dims,
         samples=parse_samples(p, schema, dict(dims), entry.get("samples", [])),
         location=doc.location(path + ("func",), p.op),
+        aclnn=parse_aclnn(p, entry["aclnn"]) if "aclnn" in entry else None,
     )
 
 

@@ -1,4 +1,5 @@
-"""The `ge:` field of a YAML op: GE type, inputs, attrs and outputs, checked against the schema."""
+"""The fields that map a YAML op onto Ascend: `ge:` (GE type, inputs, attrs and outputs, checked
+against the schema) and `aclnn:` (the eager NPU kernel's aclnn API and library)."""
 from __future__ import annotations
 
 import re
@@ -6,11 +7,30 @@ import re
 from typing import Any
 
 from .._ge.ir import AttrType, InputKind
-from .model import GE_ATTR_TYPES, GeAttr, GeInput, GeSpec, default_ge_type
+from .model import GE_ATTR_TYPES, AclnnSpec, GeAttr, GeInput, GeSpec, default_ge_type
 from .op_parser import IDENTIFIER, OpParser
 from .schema import ArgKind, Schema
 
 _GE_TYPE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_ACLNN_FUNCTION = re.compile(r"^aclnn[A-Z][A-Za-z0-9]*$")
+_LIBRARY = re.compile(r"^[^\x00\n]*\.so(\.[0-9]+)*$")
+
+
+def parse_aclnn(p: OpParser, raw: Any) -> AclnnSpec:
+    if not isinstance(raw, dict):
+        raise p.fail(("aclnn",), "aclnn", "expected a mapping {function: aclnnX, library: libX.so}")
+    for key in raw:
+        if key not in ("function", "library"):
+            raise p.fail(("aclnn", key), f"aclnn.{key}", f"unknown field '{key}'; allowed: function, library")
+    function, library = raw.get("function"), raw.get("library")
+    if not isinstance(function, str) or not _ACLNN_FUNCTION.match(function):
+        raise p.fail(("aclnn", "function"), "aclnn.function",
+                     f"{function!r} is not an aclnn API name (aclnn followed by the CamelCase op, e.g. aclnnAddCustom); "
+                     "op_plugin calls <function>GetWorkspaceSize, then <function>")
+    if not isinstance(library, str) or not _LIBRARY.match(library):
+        raise p.fail(("aclnn", "library"), "aclnn.library",
+                     f"{library!r} is not a shared library (a file name such as libcust_opapi.so, or a path to one)")
+    return AclnnSpec(function, library)
 
 
 def parse_ge(p: OpParser, schema: Schema, raw: Any) -> GeSpec:
