@@ -15,13 +15,20 @@ TorchAir itself checks only the number of outputs, so every node output is check
 against its output desc (dtype and shape; ``-1`` matches any size, ``[-2]`` any shape), against
 the shape of the FX node TorchAir lowered it from where the lowering recorded one (``fx_shapes``),
 and the graph outputs against the NetOutput descs and the ``_output_dtypes`` graph attr
-(``checks`` says which declarations are trusted). No graph output shares memory with an input,
+(``checks`` says which declarations are trusted). The node checks run on the first call of each
+input signature (dtypes, shapes, and the values of small integer inputs, which carry symbolic
+sizes); later calls with that signature skip them, since every node's output dtype and shape is
+then a function of the signature. Graphs where that is not so (a data-dependent op type, an FX
+size no input binds, or no FX record at all) check every node on every call, as does every graph
+when $OP_PLUGIN_CHECK_EVERY_CALL=1. Graph outputs are checked on every call. No graph output shares memory with an input,
 another output or a Const the plan keeps: GE gives each output its own buffer.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import os
 
 import torch
 
@@ -29,6 +36,7 @@ from ..._ge.graph import ControlRef, parse_input, topological_order
 from ..._ge.values import decode_attrs, decode_tensor_def, ge_dtype_to_torch
 from ..kernels import lookup_kernel
 from .checks import GeExecutionError, check_output, check_tensor, output_check
+from .folding import foldable_steps, small_integer_data
 from .fx_shapes import FxShapes, check_fx_shape
 
 
@@ -38,7 +46,7 @@ class _Step:
     run's value list it reads its inputs and writes its outputs."""
 
     __slots__ = ("op", "inputs", "attrs", "kernel", "const", "checks", "fx_shapes",
-                 "arg_slots", "out_slots", "free_after")
+                 "arg_slots", "out_slots", "free_after", "folded")
 
     def __init__(self, op, inputs, attrs):
         self.op = op
@@ -52,9 +60,15 @@ class _Step:
         self.arg_slots = ()  # per data input: its slot in the value list (_UNFED for an optional left out)
         self.out_slots = ()  # (output index, slot) for each output some node reads
         self.free_after = ()  # slots whose last reader is this node: dropped once it has run
+        self.folded = False  # outputs fixed by the input signature: computed once per signature
 
 
 _UNFED = 0  # slot 0 always holds None
+# GE types whose output shapes depend on input values, not only on input shapes.
+DATA_DEPENDENT_TYPES = frozenset({"NonZero", "NonZeroWithValue", "Unique", "UniqueConsecutive", "UniqueWithCounts",
+                                  "UniqueWithCountsAndSorting", "MaskedSelect", "MaskedSelectV2"})
+_MAX_VERIFIED_SIGNATURES = 64
+_SMALL_INT_INPUT = 16  # integer inputs up to this many elements enter the signature by value
 
 
 class _DataInput:
@@ -111,6 +125,17 @@ class GraphPlan:
         self.output_dtypes = list(graph_def.attr["_output_dtypes"].list.i) if "_output_dtypes" in graph_def.attr else None
         self._assign_slots()
         self._prepare_outputs()
+        # Signatures whose first call ran every node check; None: check every call.
+        self._verified = None if self._check_every_call() else collections.OrderedDict()
+
+    def _check_every_call(self) -> bool:
+        if os.environ.get("OP_PLUGIN_CHECK_EVERY_CALL") == "1" or self.fx is None:
+            return True
+        if any(step.op.type in DATA_DEPENDENT_TYPES for step in self.steps):
+            return True
+        bound = {binding.symbol for binding in self.fx.bindings}
+        return any(not isinstance(dim, int) and not dim.free_symbols <= bound
+                   for step in self._kernel_steps for fx in step.fx_shapes if fx is not None for dim in fx.dims)
 
     def _assign_slots(self) -> None:
         producers = {step.op.name: step for step in self.steps}
@@ -134,6 +159,7 @@ class GraphPlan:
         self._size = len(slot_of) + 1
         self._template: list = [None] * self._size
         self._data_inputs: list[_DataInput] = []
+        small_data_slots: set[int] = set()
         outs_of: dict[str, list[tuple[int, int]]] = {}
         for (node, index), slot in slot_of.items():
             outs_of.setdefault(node, []).append((index, slot))
@@ -152,6 +178,8 @@ class GraphPlan:
                 check = None if desc is None else output_check(desc, f"graph input {index} (Data node {op.name!r})",
                                                                trust_float=True)
                 self._data_inputs.append(_DataInput(op, index, outs[0][1] if outs else None, check))
+                if outs and small_integer_data(desc, _SMALL_INT_INPUT):
+                    small_data_slots.add(outs[0][1])
         freed: dict[int, list[int]] = {}
         for slot, position in last_reader.items():
             if self.steps[position].op.type != "NetOutput":
@@ -159,6 +187,9 @@ class GraphPlan:
         for position, slots in freed.items():
             self.steps[position].free_after = tuple(slots)
         self._kernel_steps = [step for step in self.steps if step.kernel is not None]
+        for position in foldable_steps(self.steps, small_data_slots):
+            self.steps[position].folded = True
+        self._unfolded_steps = [step for step in self._kernel_steps if not step.folded]
 
     def _prepare_outputs(self) -> None:
         op = self._output_step.op
@@ -181,6 +212,27 @@ class GraphPlan:
             raise GeExecutionError(f"GE graph {self.name!r} has {self.num_data} Data nodes but got {len(inputs)} inputs")
         values = self._template.copy()
         self._data_value(inputs, values)
+        signature = _signature(inputs) if self._verified is not None and not _observers else None
+        cached = self._verified.get(signature) if signature is not None else None
+        if cached is not None:
+            self._verified.move_to_end(signature)
+            folded_values, folded_storages = cached
+            for slot, value in folded_values.items():
+                values[slot] = value
+            self._run_verified(values)
+            return self._collect_outputs(values, inputs, folded_storages)
+        folded_values = {}
+        self._run_checked(values, inputs, folded_values)
+        if signature is not None:
+            storages = {_storage(v) for v in folded_values.values() if isinstance(v, torch.Tensor) and v.numel() > 0}
+            self._verified[signature] = (folded_values, storages)
+            if len(self._verified) > _MAX_VERIFIED_SIGNATURES:
+                self._verified.popitem(last=False)
+            return self._collect_outputs(values, inputs, storages)
+        return self._collect_outputs(values, inputs)
+
+    def _run_checked(self, values: list, inputs: list, folded_values: dict) -> None:
+        """Every kernel, every node check; the outputs of folded nodes go to `folded_values`."""
         resolver = self.fx.resolver(inputs) if self.fx is not None else None
         observer = _observers[-1] if _observers else None
         for step in self._kernel_steps:
@@ -190,11 +242,27 @@ class GraphPlan:
                     raise GeExecutionError(f"a node reads {step.op.name}:{index}, which that node does not produce "
                                            f"(its kernel returned {len(outputs)} outputs)")
                 values[slot] = outputs[index]
+                if step.folded:
+                    folded_values[slot] = outputs[index]
             for slot in step.free_after:
                 values[slot] = None
             if observer is not None:
                 observer(self, step.op, outputs)
-        return self._collect_outputs(values, inputs)
+
+    def _run_verified(self, values: list) -> None:
+        """A call whose signature's first call passed every node check: the unfolded kernels only
+        (the folded nodes' outputs are already in `values`)."""
+        for step in self._unfolded_steps:
+            try:
+                outputs = step.kernel([values[slot] for slot in step.arg_slots], step.attrs, step.op)
+            except GeExecutionError:
+                raise
+            except Exception as error:  # name the node, as the checked path does
+                raise GeExecutionError(f"GE kernel for {step.op.type} failed on node {step.op.name!r}: {error}") from error
+            for index, slot in step.out_slots:
+                values[slot] = outputs[index]
+            for slot in step.free_after:
+                values[slot] = None
 
     def _data_value(self, inputs: list, values: list) -> None:
         """Fill the Data slots from the graph inputs, each checked against its Data desc."""
@@ -211,14 +279,14 @@ class GraphPlan:
             if data.slot is not None:
                 values[data.slot] = tensor
 
-    def _collect_outputs(self, values: list, inputs: list) -> list:
+    def _collect_outputs(self, values: list, inputs: list, cached_storages: set = frozenset()) -> list:
         outputs = []
         seen_storages = {_storage(t) for t in inputs if isinstance(t, torch.Tensor)}
-        seen_storages |= self.kept_storages
+        seen_storages |= self.kept_storages | cached_storages
         for slot, (where, check, expected) in zip(self._output_step.arg_slots, self._output_checks):
             tensor = values[slot].contiguous()
             # GE writes every output into its own buffer: never hand back an alias of an input,
-            # another output or a Const the plan keeps.
+            # another output, a Const the plan keeps or a value it caches for a signature.
             if tensor.numel() > 0 and _storage(tensor) in seen_storages:
                 tensor = tensor.clone()
             seen_storages.add(_storage(tensor))
@@ -228,6 +296,21 @@ class GraphPlan:
                 raise GeExecutionError(f"{where}: dtype mismatch, graph attr _output_dtypes expects {expected}, got {tensor.dtype}")
             outputs.append(tensor)
         return outputs
+
+
+def _signature(inputs: list) -> tuple:
+    """What fixes every node's output dtype and shape: each input's dtype and shape, and the values
+    of small integer inputs and Python scalars (symbolic sizes arrive that way)."""
+    parts = []
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            if not value.is_floating_point() and value.numel() <= _SMALL_INT_INPUT:
+                parts.append((value.dtype, value.shape, tuple(value.reshape(-1).tolist())))
+            else:
+                parts.append((value.dtype, value.shape))
+        else:
+            parts.append(value)
+    return tuple(parts)
 
 
 def _storage(tensor: torch.Tensor) -> int:
