@@ -35,6 +35,7 @@ import torch
 from ..._ge.graph import ControlRef, parse_input, topological_order
 from ..._ge.values import decode_attrs, decode_tensor_def, ge_dtype_to_torch
 from ..kernels import lookup_kernel
+from ..kernels.common import remember_ints
 from .checks import GeExecutionError, check_output, check_tensor, output_check
 from .folding import foldable_steps, small_integer_data
 from .fx_shapes import FxShapes, check_fx_shape
@@ -169,6 +170,7 @@ class GraphPlan:
             step.out_slots = tuple(outs)
             if op.type == "Const" and outs:
                 self._template[outs[0][1]] = step.const
+                remember_ints(step.const)
             elif op.type in ("Data", "RefData"):
                 index = step.attrs.get("index")
                 if index is None or not 0 <= index < self.num_data:
@@ -244,6 +246,7 @@ class GraphPlan:
                 values[slot] = outputs[index]
                 if step.folded:
                     folded_values[slot] = outputs[index]
+                    remember_ints(outputs[index])
             for slot in step.free_after:
                 values[slot] = None
             if observer is not None:

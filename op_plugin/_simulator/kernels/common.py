@@ -6,6 +6,19 @@ import torch
 from ..._base.numerics import opmath  # noqa: F401  (re-exported: every kernel module widens 16-bit floats alike)
 
 
+# The attribute under which the executor stores the ints of an immutable small integer tensor.
+CONST_INTS = "_op_plugin_const_ints"
+_MAX_CONST_INTS = 64
+
+
+def remember_ints(tensor) -> None:
+    """Store a small integer tensor's values on it, for `int_list`: only for tensors nothing writes
+    to (the plan's Consts and the values it folds per signature)."""
+    if isinstance(tensor, torch.Tensor) and not tensor.is_floating_point() and not tensor.is_complex() \
+            and tensor.numel() <= _MAX_CONST_INTS:
+        setattr(tensor, CONST_INTS, tuple(int(v) for v in tensor.reshape(-1).tolist()))
+
+
 def same_dtype(op_type, tensors):
     """GE does not promote: a kernel whose inputs differ in dtype is given a graph TorchAir would refuse."""
     dtypes = {t.dtype for t in tensors if t is not None}
@@ -17,6 +30,9 @@ def same_dtype(op_type, tensors):
 def int_list(value) -> list[int]:
     """A GE index input (tensor, scalar tensor, or list) as a list of Python ints."""
     if isinstance(value, torch.Tensor):
+        known = getattr(value, CONST_INTS, None)  # a Const or folded value the plan never changes
+        if known is not None:
+            return list(known)
         return [int(v) for v in value.reshape(-1).tolist()]
     if isinstance(value, (list, tuple)):
         return [int(v) for v in value]
