@@ -113,3 +113,29 @@ def test_graphs_without_an_fx_record_or_with_data_dependent_ops_check_every_call
     plan.steps = [type("S", (), {"op": type("O", (), {"type": "NonZero"})()})()]
     plan.fx = object()
     assert plan._check_every_call()
+
+
+def test_reshape_returns_a_view_only_where_no_node_writes_into_an_input(graph_builder):
+    def add_one_in_place(inputs, attrs, node):  # a ref op: writes into its input, as GE's in-place ops do
+        inputs[0].add_(1)
+        return [inputs[0]]
+
+    handle = register_ge_kernel("TestRefAddOne", add_one_in_place)
+    try:
+        for with_ref_op in (False, True):
+            g = graph_builder()
+            x = g.data("x", F32, [2, 3])
+            shape = g.const("shape", torch.tensor([6], dtype=I64))
+            (r,) = g.node("flat", "Reshape", [x, shape], [(F32, [6])])
+            outputs, descs = [r], [(F32, [6])]
+            if with_ref_op:
+                (w,) = g.node("bump", "TestRefAddOne", [x], [(F32, [2, 3])])
+                g.graph.op[-1].output_desc[0].name = "x0"  # the output is the input it writes: a ref op
+                outputs, descs = [r, w], [(F32, [6]), (F32, [2, 3])]
+            plan = plan_module.compile_graph(g.output(outputs, descs))
+            assert plan._views_allowed is (not with_ref_op)
+            x_value = torch.zeros(2, 3)
+            got = plan.run([x_value])
+            assert got[0].tolist() == [0.0] * 6  # the reshape saw x before the ref op wrote into it
+    finally:
+        handle.destroy()

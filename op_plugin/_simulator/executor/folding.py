@@ -43,7 +43,7 @@ def foldable_steps(steps, small_data_slots: set[int]) -> set[int]:
             fixed_slots.update(slot for _, slot in step.out_slots)
     written_by_ref_ops = set()
     for step in steps:
-        if step.kernel is not None and _is_ref_op(step.op):
+        if step.kernel is not None and is_ref_op(step.op):
             written_by_ref_ops.update(step.arg_slots)
     folded = set()
     for position, step in enumerate(steps):
@@ -61,6 +61,7 @@ def foldable_steps(steps, small_data_slots: set[int]) -> set[int]:
     return folded
 
 
-def _is_ref_op(op) -> bool:
+def is_ref_op(op) -> bool:
+    """GE's in-place ops ("ref" ops) name an output like the input they write into."""
     inputs = {desc.name for desc in op.input_desc if desc.name}
     return any(desc.name in inputs for desc in op.output_desc)

@@ -35,9 +35,9 @@ import torch
 from ..._ge.graph import ControlRef, parse_input, topological_order
 from ..._ge.values import decode_attrs, decode_tensor_def, ge_dtype_to_torch
 from ..kernels import lookup_kernel
-from ..kernels.common import remember_ints
+from ..kernels.common import VIEWS_ALLOWED, remember_ints
 from .checks import GeExecutionError, check_output, check_tensor, output_check
-from .folding import foldable_steps, small_integer_data
+from .folding import foldable_steps, is_ref_op, small_integer_data
 from .fx_shapes import FxShapes, check_fx_shape
 
 
@@ -192,6 +192,7 @@ class GraphPlan:
         for position in foldable_steps(self.steps, small_data_slots):
             self.steps[position].folded = True
         self._unfolded_steps = [step for step in self._kernel_steps if not step.folded]
+        self._views_allowed = not any(is_ref_op(step.op) for step in self._kernel_steps)
 
     def _prepare_outputs(self) -> None:
         op = self._output_step.op
@@ -214,6 +215,13 @@ class GraphPlan:
             raise GeExecutionError(f"GE graph {self.name!r} has {self.num_data} Data nodes but got {len(inputs)} inputs")
         values = self._template.copy()
         self._data_value(inputs, values)
+        token = VIEWS_ALLOWED.set(self._views_allowed)
+        try:
+            return self._run(values, inputs)
+        finally:
+            VIEWS_ALLOWED.reset(token)
+
+    def _run(self, values: list, inputs: list) -> list:
         signature = _signature(inputs) if self._verified is not None and not _observers else None
         cached = self._verified.get(signature) if signature is not None else None
         if cached is not None:

@@ -1,9 +1,23 @@
 """Helpers shared by the GE kernels: one dtype for all inputs, index inputs as ints, node-named errors."""
 from __future__ import annotations
 
+import contextvars
+
 import torch
 
 from ..._base.numerics import opmath  # noqa: F401  (re-exported: every kernel module widens 16-bit floats alike)
+
+
+# True while a plan runs a graph in which no node writes into an input (no ref op): there a view
+# is indistinguishable from GE's own output buffer, so reshape-like kernels may return one.
+VIEWS_ALLOWED = contextvars.ContextVar("op_plugin_views_allowed", default=False)
+
+
+def fresh(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` as a GE output: contiguous, and a buffer of its own unless views are allowed."""
+    if not tensor.is_contiguous():
+        return tensor.contiguous()
+    return tensor if VIEWS_ALLOWED.get() else tensor.clone()
 
 
 # The attribute under which the executor stores the ints of an immutable small integer tensor.

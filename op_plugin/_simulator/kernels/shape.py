@@ -2,8 +2,9 @@
 
 Index-like inputs (perm, shape, axes, offsets...) arrive as small int tensors (usually Const
 nodes); `common.int_list` turns them into Python ints. Range, Fill and OneHot make new index or
-constant tensors. Every result is a fresh contiguous tensor,
-as a GE op writes into its own output buffer.
+constant tensors. Every result is contiguous and, as a GE op writes into its own output buffer, a
+fresh tensor, except that reshape-like ops return views while the plan runs a graph in which no
+node writes into an input (`common.fresh`).
 """
 
 from __future__ import annotations
@@ -13,14 +14,10 @@ import math
 import torch
 
 from ..._ge.values import ge_dtype_to_torch
-from .common import fail, int_list
+from .common import fail, fresh, int_list
 from .registry import builtin_kernel
 
 _INT64_MAX = 2**63 - 1
-
-
-def _fresh(tensor):
-    return tensor.contiguous().clone() if tensor.is_contiguous() else tensor.contiguous()
 
 
 @builtin_kernel("Shape")
@@ -54,7 +51,7 @@ def _reshape(inputs, attrs, node):
         begin = axis % (x.dim() + 1)
         end = x.dim() if num_axes == -1 else begin + num_axes
         shape = list(x.shape[:begin]) + shape + list(x.shape[end:])
-    return [_fresh(x.reshape(shape))]
+    return [fresh(x.reshape(shape))]
 
 
 @builtin_kernel("Transpose")
@@ -71,11 +68,11 @@ def _transpose_d(inputs, attrs, node):
 def _squeeze(inputs, attrs, node):
     x, axes = inputs[0], attrs.get("axis", [])
     if not axes:
-        return [_fresh(x.squeeze())]
+        return [fresh(x.squeeze())]
     for axis in axes:
         if x.shape[axis] != 1:
             raise ValueError(f"Squeeze axis {axis} has size {x.shape[axis]}, not 1 (shape {list(x.shape)})")
-    return [_fresh(x.squeeze(tuple(axes)))]
+    return [fresh(x.squeeze(tuple(axes)))]
 
 
 def _unsqueeze_all(x, axes):
@@ -84,7 +81,7 @@ def _unsqueeze_all(x, axes):
     shape = list(x.shape)
     for position in positions:
         shape.insert(position, 1)
-    return _fresh(x.reshape(shape))
+    return fresh(x.reshape(shape))
 
 
 @builtin_kernel("Unsqueeze")
@@ -101,7 +98,7 @@ def _expand_dims(inputs, attrs, node):
 def _flatten(inputs, attrs, node):
     x = inputs[0]
     axis = attrs.get("axis", 1) % max(x.dim(), 1)
-    return [_fresh(x.reshape(int(torch.tensor(x.shape[:axis]).prod()), -1))]
+    return [fresh(x.reshape(int(torch.tensor(x.shape[:axis]).prod()), -1))]
 
 
 def _check_count(node, attrs, name, count):
