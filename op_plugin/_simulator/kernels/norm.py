@@ -50,9 +50,10 @@ def _layer_norm_v4(inputs, attrs, node):
     x, normalized_shape = inputs[0], int_list(inputs[1])
     gamma = inputs[2] if len(inputs) > 2 else None
     beta = inputs[3] if len(inputs) > 3 else None
-    dims = list(range(x.dim() - len(normalized_shape), x.dim()))
-    normed, mean, _variance, rstd = _normalise(x, dims, attrs.get("epsilon", 1e-5))
-    y = _affine(normed, gamma, beta)
+    # The one aten op eager calls (aten.native_layer_norm lowers to LayerNormV4), on float32 for
+    # 16-bit inputs as the NPU kernel computes its statistics.
+    y, mean, rstd = torch.native_layer_norm(opmath(x), normalized_shape, None if gamma is None else opmath(gamma),
+                                            None if beta is None else opmath(beta), attrs.get("epsilon", 1e-5))
     # mean/rstd in x's dtype, as aten.native_layer_norm's meta (and so the graph) declares them
     return [y.to(x.dtype), mean.to(x.dtype), rstd.to(x.dtype)]
 
