@@ -22,6 +22,9 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import hashlib
+import importlib.util
+import marshal
 import math
 import os
 import re
@@ -89,9 +92,51 @@ _PROVIDED = {"torch": torch, "math": math, "os": os, "warnings": warnings, **_ST
 
 
 def meta_functions(wheel_root: Path, names) -> dict[str, object]:
-    """The wheel's Meta function of each op in `names`, compiled without torch_npu."""
+    """The wheel's Meta function of each op in `names`, compiled without torch_npu.
+
+    Parsing the wheel's module takes ~0.2 s, so the compiled picks are cached beside the wheel
+    (`_CACHE_DIR`), keyed by the module's bytes, the names, Python's bytecode magic and this
+    parser's version; an unreadable or stale cache is rebuilt, never trusted."""
     path = Path(wheel_root) / META_MODULE
-    source = path.read_text()
+    raw = path.read_bytes()
+    key = hashlib.sha256(b"|".join([raw, ",".join(names).encode(), importlib.util.MAGIC_NUMBER,
+                                    _CACHE_VERSION.encode(), torch.__version__.encode()])).hexdigest()[:32]
+    cache = Path(wheel_root) / _CACHE_DIR / f"meta-{key}.bin"
+    picked = _read_cache(cache)
+    if picked is None:
+        picked = _pick_meta_functions(path, raw.decode(), names)
+        _write_cache(cache, picked)
+    code, function_names = picked
+    namespace = {"__name__": __name__ + ".wheel_meta", **_PROVIDED}
+    exec(code, namespace)  # noqa: S102  (the pinned wheel's own code)
+    return {name: namespace[function_names[name]] for name in names}
+
+
+_CACHE_DIR = ".op-plugin-cache"
+_CACHE_VERSION = "1"
+
+
+def _read_cache(path: Path):
+    try:
+        code, function_names = marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    return (code, function_names) if isinstance(function_names, dict) else None
+
+
+def _write_cache(path: Path, picked) -> None:
+    try:  # a cache that cannot be written only costs the parse next time
+        path.parent.mkdir(exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_bytes(marshal.dumps(picked))
+        os.replace(partial, path)
+    except OSError:
+        pass
+
+
+def _pick_meta_functions(path: Path, source: str, names) -> tuple:
+    """(code object, {op name: function name}) of the picked definitions, compiled with the
+    wheel's file name and line numbers."""
     body = _resolve_version_branches(ast.parse(source, str(path)).body)
     definitions = _module_definitions(body)
     registered = _registered_meta(body)
@@ -103,9 +148,7 @@ def meta_functions(wheel_root: Path, names) -> dict[str, object]:
     order = {id(node): i for i, node in enumerate(body)}
     picked.sort(key=lambda node: order[id(node)])
     module = ast.Module(body=[_undecorated(node) for node in picked], type_ignores=[])
-    namespace = {"__name__": __name__ + ".wheel_meta", **_PROVIDED}
-    exec(compile(module, str(path), "exec"), namespace)  # noqa: S102  (the pinned wheel's own code)
-    return {name: namespace[registered[name].name] for name in names}
+    return compile(module, str(path), "exec"), {name: registered[name].name for name in names}
 
 
 def _resolve_version_branches(body):
