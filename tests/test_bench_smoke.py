@@ -1,7 +1,7 @@
 """Smoke test of bench/: every benchmark module runs in its --quick configuration and reports the
 figure keys the report is built from. No timing is asserted (figures from --quick are meaningless).
 
-The six modules run as subprocesses, two at a time (each is a fresh interpreter anyway).
+The modules run as subprocesses, two at a time (each is a fresh interpreter anyway).
 """
 import json
 import os
@@ -33,6 +33,8 @@ EXPECTED_FIGURES = {
                    "recompiles_after_first.dynamic=True.decoder_model_L1", "max_recompiles_after_first.dynamic=True",
                    "cases_with_recompiles.default"],
     "dispatch": ["yaml_op_us", "plain_custom_op_us", "reference_direct_us", "ratio_yaml_vs_plain"],
+    "zoo_steady": ["npugraph_vs_eager.example:bert_layer.B2xL7.static.T1",
+                   "npugraph_vs_aot_eager.example:bert_layer.B2xL7.dynamic.T1"],
     "registration": ["yaml_s.N5", "torch_library_s.N5", "ratio_yaml_vs_torch_library.N5",
                      "yaml_rss_kib_per_op.N5", "yaml_tracemalloc_kib_per_op.N5"],
 }

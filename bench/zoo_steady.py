@@ -1,0 +1,223 @@
+"""7. Steady-state calls on public models: npugraph vs eager and aot_eager, static and dynamic,
+one thread and two; and the peak memory of a steady call on a BERT-base-sized batch.
+
+Models: the zoo's (tests/zoo/models.py: transformers code, small configs, random weights) and the
+project's examples. Each thread count runs in its own fresh process; within it, each model's
+backends are timed in alternating rounds (so drift hits them alike), medians with the range.
+TorchAir's own per-call Python is measured as the npugraph call minus the time inside
+GraphPlan.run. Memory: a fresh process per backend warms up, then reads the peak RSS (VmHWM,
+reset through /proc/self/clear_refs) over the steady calls; the figure is the peak above the RSS
+before those calls, eager's against npugraph's.
+"""
+from __future__ import annotations
+
+if __name__ == "__main__" and not __package__:  # `python bench/zoo_steady.py`
+    import pathlib, sys  # noqa: E401
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+    from bench._common import script_shim
+    script_shim(__file__, "zoo_steady")
+    raise SystemExit
+
+import sys
+
+from ._common import ROOT, cli, goal, median, perf, run_child
+
+# (model, batch, length): the zoo's first size, plus BERT on a batch where eager takes >= 1 ms.
+FULL = {"models": [("bert", 2, 12), ("bert", 8, 128), ("distilbert", 2, 12), ("t5_encoder", 2, 12), ("vit", 2, 0),
+                   ("resnet", 2, 0), ("efficientnet", 2, 0), ("gpt2", 2, 12),
+                   ("example:llama_block", 2, 5), ("example:bert_layer", 2, 7), ("example:small_cnn", 2, 0)],
+        "threads": [1, 2], "warmup": 4, "rounds": 6, "calls_per_round": 5,
+        "memory": {"layers": 2, "batch": 8, "seq": 128, "calls": 5}}
+QUICK = {"models": [("example:bert_layer", 2, 7)], "threads": [1], "warmup": 1, "rounds": 1, "calls_per_round": 2,
+         "memory": {"layers": 1, "batch": 1, "seq": 8, "calls": 1}}
+BACKENDS = ("eager", "aot_eager", "npugraph")
+GOAL_EAGER, GOAL_MEMORY = 1.2, 1.3
+
+
+def _load(model: str, batch: int, length: int):
+    """(module, args, kwargs) of one case."""
+    import torch
+
+    if model.startswith("example:"):
+        sys.path.insert(0, str(ROOT))
+        example = __import__(f"examples.{model.split(':')[1]}", fromlist=["build"])
+        built, _ = example.build()
+        if model.endswith("small_cnn"):
+            return built, example.example_inputs(batch=batch), {}
+        if model.endswith("llama_block"):  # without the in-place KV cache: a call must not change the next
+            built, _ = example.build(use_cache=False)
+        return built, example.example_inputs(built, batch=batch, seq=length), {}
+    sys.path.insert(0, str(ROOT / "tests" / "zoo"))
+    from models import ZOO  # noqa: E402  (tests/zoo, needs the `zoo` extra)
+
+    entry = ZOO[model]
+    torch.manual_seed(0)
+    return entry.build(), (), entry.inputs(batch, length)
+
+
+def _import_transformers_without_the_root() -> None:
+    """transformers probes for the PyPI package `kernels`, which the repository's kernels/ folder
+    would shadow while the root is on sys.path (as tests/zoo/conftest.py explains)."""
+    import os
+
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != str(ROOT)]
+    try:
+        import transformers  # noqa: F401
+        from transformers import BertModel  # noqa: F401  (resolves the lazy module now)
+    except ImportError:
+        pass
+    finally:
+        sys.path[:] = saved
+
+
+def child(payload: dict) -> dict:
+    _import_transformers_without_the_root()
+    import torch
+
+    torch.set_num_threads(payload["threads"])
+    import op_plugin  # noqa: F401  (the npugraph backend)
+    from op_plugin._simulator import load_torchair
+    from op_plugin._simulator.executor import plan as plan_module
+
+    load_torchair()
+    if payload.get("memory"):
+        return _memory_child(payload)
+    inside = []  # seconds spent inside GraphPlan.run per npugraph call
+    original_run = plan_module.GraphPlan.run
+
+    def timed_run(self, inputs):
+        start = perf()
+        try:
+            return original_run(self, inputs)
+        finally:
+            inside.append(perf() - start)
+
+    plan_module.GraphPlan.run = timed_run
+    out = {}
+    for model_name, batch, length in payload["models"]:
+        for dynamic in (False, True):
+            torch._dynamo.reset()
+            model, args, kwargs = _load(model_name, batch, length)
+            fns = {"eager": model, "aot_eager": torch.compile(model, backend="aot_eager", dynamic=dynamic),
+                   "npugraph": torch.compile(model, backend="npugraph", dynamic=dynamic)}
+            times = {b: [] for b in BACKENDS}
+            with torch.no_grad():
+                for backend in BACKENDS:
+                    for _ in range(payload["warmup"]):
+                        fns[backend](*args, **kwargs)
+                inside.clear()
+                for _ in range(payload["rounds"]):
+                    for backend in BACKENDS:
+                        for _ in range(payload["calls_per_round"]):
+                            start = perf()
+                            fns[backend](*args, **kwargs)
+                            times[backend].append(perf() - start)
+            key = f"{model_name}.B{batch}xL{length}.{'dynamic' if dynamic else 'static'}"
+            out[key] = {b: times[b] for b in BACKENDS}
+            out[key]["plan_run"] = list(inside)
+            print(f"  {key} x{payload['threads']}: " + ", ".join(f"{b} {median(times[b]) * 1e3:.2f} ms" for b in BACKENDS),
+                  flush=True)
+    return out
+
+
+def _memory_child(payload: dict) -> dict:
+    import torch
+    from transformers import BertConfig, BertModel
+
+    cfg = payload["memory"]
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                                 num_hidden_layers=cfg["layers"], vocab_size=1000)).eval()
+    ids = torch.randint(0, 1000, (cfg["batch"], cfg["seq"]))
+    fn = model if payload["backend"] == "eager" else torch.compile(model, backend=payload["backend"])
+    with torch.no_grad():
+        for _ in range(3):
+            fn(input_ids=ids)
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # hand freed heap back, so the peak shows a call's own memory
+        before = _rss_kib("VmRSS")
+        with open("/proc/self/clear_refs", "w") as f:  # reset VmHWM to the current RSS
+            f.write("5")
+        for _ in range(cfg["calls"]):
+            fn(input_ids=ids)
+        peak = _rss_kib("VmHWM")
+    return {"before_kib": before, "peak_kib": peak}
+
+
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def run(quick: bool = False) -> dict:
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        transformers = None
+    cfg = QUICK if quick else FULL
+    models = [m for m in cfg["models"] if transformers is not None or m[0].startswith("example:")]
+    figures, rows, notes = {}, [], []
+    worst_vs_aot, worst_vs_eager = (None, 0.0), (None, 0.0)
+    for threads in cfg["threads"]:
+        measured = run_child("zoo_steady", {"threads": threads, "models": models, "warmup": cfg["warmup"],
+                                            "rounds": cfg["rounds"], "calls_per_round": cfg["calls_per_round"]},
+                             timeout=1800)
+        for key, times in measured.items():
+            med = {b: median(times[b]) for b in BACKENDS}
+            wrapper = med["npugraph"] - median(times["plan_run"]) if times["plan_run"] else float("nan")
+            tag = f"{key}.T{threads}"
+            ratio_eager, ratio_aot = med["npugraph"] / med["eager"], med["npugraph"] / med["aot_eager"]
+            figures[f"npugraph_vs_eager.{tag}"] = ratio_eager
+            figures[f"npugraph_vs_aot_eager.{tag}"] = ratio_aot
+            figures[f"eager_ms.{tag}"] = med["eager"] * 1e3
+            if ratio_aot > worst_vs_aot[1]:
+                worst_vs_aot = (tag, ratio_aot)
+            if med["eager"] >= 1e-3 and ratio_eager > worst_vs_eager[1]:
+                worst_vs_eager = (tag, ratio_eager)
+            spread = "-".join(f"{v * 1e3:.2f}" for v in (min(times["npugraph"]), max(times["npugraph"])))
+            rows.append([key, threads, med["eager"] * 1e3, med["aot_eager"] * 1e3, med["npugraph"] * 1e3, spread,
+                         ratio_eager, ratio_aot, wrapper * 1e3])
+    memory = {b: run_child("zoo_steady", {"threads": 1, "memory": cfg["memory"], "backend": b}, timeout=1800)
+              for b in ("eager", "npugraph")} if transformers is not None else {}
+    goals = [goal("steady call no slower than aot_eager's (worst model, static or dynamic, 1 or 2 threads)",
+                  worst_vs_aot[1], 1.0, "x", f"worst: {worst_vs_aot[0]}"),
+             goal("steady call <= 1.2x eager where eager takes >= 1 ms (worst)", worst_vs_eager[1], GOAL_EAGER, "x",
+                  f"worst: {worst_vs_eager[0]}" if worst_vs_eager[0] else "no case with eager >= 1 ms")]
+    tables = [{"title": "Median per-call time (ms); ratios against eager and aot_eager measured in the same process",
+               "columns": ["model.size.mode", "threads", "eager ms", "aot_eager ms", "npugraph ms", "npugraph range ms",
+                           "npugraph / eager", "npugraph / aot_eager", "TorchAir's per-call Python around the plan ms"],
+               "rows": rows}]
+    if memory:
+        growth = {b: (m["peak_kib"] - m["before_kib"]) / 1024 for b, m in memory.items()}
+        ratio = growth["npugraph"] / growth["eager"] if growth["eager"] > 0 else float("nan")
+        figures["memory_peak_growth_mib.eager"], figures["memory_peak_growth_mib.npugraph"] = growth["eager"], growth["npugraph"]
+        figures["memory_ratio"] = ratio
+        goals.append(goal("peak memory of a steady call <= 1.3x eager (peak RSS above the RSS before the calls)",
+                          ratio, GOAL_MEMORY, "x", f"eager +{growth['eager']:.1f} MiB, npugraph +{growth['npugraph']:.1f} MiB"))
+        tables.append({"title": "Peak RSS over steady calls, BERT-base-sized (MiB)",
+                       "columns": ["backend", "RSS before the calls", "peak RSS during the calls", "peak above before"],
+                       "rows": [[b, m["before_kib"] / 1024, m["peak_kib"] / 1024, growth[b]] for b, m in memory.items()]})
+        notes.append(f"Memory model: BERT (hidden 768, 12 heads, intermediate 3072) with {cfg['memory']['layers']} layers "
+                     f"(fewer than BERT-base's 12 to keep the run short), batch {cfg['memory']['batch']} x seq "
+                     f"{cfg['memory']['seq']}; absolute RSS includes each process's imports (TorchAir for npugraph).")
+    if transformers is None:
+        notes.append("transformers is not installed (the `zoo` extra): only the project's examples were measured.")
+    notes.append("'TorchAir's per-call Python around the plan' is the npugraph call minus the time inside "
+                 "GraphPlan.run: dynamo's guards and AOT's wrapper (which aot_eager pays too) plus TorchAir's runtime.")
+    return {"name": "zoo_steady", "title": "Steady-state calls on public models and the examples; peak memory",
+            "config": {"models (name, batch, length)": models, "threads": cfg["threads"], "warm-up calls": cfg["warmup"],
+                       "timed calls per backend": cfg["rounds"] * cfg["calls_per_round"]},
+            "figures": figures, "tables": tables, "goals": goals, "notes": notes}
+
+
+def main() -> None:
+    cli("zoo_steady", __doc__.splitlines()[0], run, child)
+
+
+if __name__ == "__main__":
+    main()
