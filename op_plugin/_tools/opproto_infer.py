@@ -72,22 +72,16 @@ inline Dim mod(Dim a, Dim b) {
   if (r != 0 && ((r < 0) != (b.v < 0))) r += b.v;
   return K(r);
 }
-inline Dim max(std::initializer_list<Dim> ds) {
+inline Dim extremum(std::initializer_list<Dim> ds, bool largest) {
   Dim best = *ds.begin();
   for (Dim d : ds) {
     if (!d.known || !best.known) return Dim{-1, false};
-    best = K(std::max(best.v, d.v));
+    best = K(largest ? std::max(best.v, d.v) : std::min(best.v, d.v));
   }
   return best;
 }
-inline Dim min(std::initializer_list<Dim> ds) {
-  Dim best = *ds.begin();
-  for (Dim d : ds) {
-    if (!d.known || !best.known) return Dim{-1, false};
-    best = K(std::min(best.v, d.v));
-  }
-  return best;
-}
+inline Dim max(std::initializer_list<Dim> ds) { return extremum(ds, true); }
+inline Dim min(std::initializer_list<Dim> ds) { return extremum(ds, false); }
 template <typename T>
 Dim len(const std::vector<T> &v) { return K(static_cast<int64_t>(v.size())); }
 template <typename T>
