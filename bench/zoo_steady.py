@@ -23,7 +23,7 @@ import sys
 from ._common import ROOT, cli, goal, median, perf, run_child
 
 # (model, batch, length): the zoo's first size, plus BERT on a batch where eager takes >= 1 ms.
-FULL = {"models": [("bert", 2, 12), ("bert", 8, 128), ("distilbert", 2, 12), ("t5_encoder", 2, 12), ("vit", 2, 0),
+FULL = {"models": [("bert", 2, 12), ("bert", 16, 64), ("distilbert", 2, 12), ("t5_encoder", 2, 12), ("vit", 2, 0),
                    ("resnet", 2, 0), ("efficientnet", 2, 0), ("gpt2", 2, 12),
                    ("example:llama_block", 2, 5), ("example:bert_layer", 2, 7), ("example:small_cnn", 2, 0)],
         "threads": [1, 2], "warmup": 4, "rounds": 6, "calls_per_round": 5,
