@@ -72,8 +72,11 @@ def _conv2d(inputs, attrs, node):
     if wide.shape[1] != kernel.shape[1] * groups or kernel.shape[0] % groups:
         fail(node, f"x has {wide.shape[1]} channels, filter {list(kernel.shape)} (OIHW) with groups={groups} "
                     "does not match")
-    wide = F.pad(wide, (left, right, top, bottom))  # zero padding, any asymmetry
-    y = F.conv2d(wide, kernel, None, stride, 0, dilation, groups)
+    if top == bottom and left == right:  # symmetric: the call eager makes
+        y = F.conv2d(wide, kernel, None, stride, (top, left), dilation, groups)
+    else:
+        wide = F.pad(wide, (left, right, top, bottom))  # zero padding, any asymmetry
+        y = F.conv2d(wide, kernel, None, stride, 0, dilation, groups)
     if bias is not None:
         y = y + opmath(bias).reshape(1, -1, 1, 1)
     if data_format == "NHWC":

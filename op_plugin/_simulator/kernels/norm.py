@@ -109,6 +109,10 @@ def _bn_infer(inputs, attrs, node):
     if any(t.shape[0] != x.shape[channel] for t in (scale, offset, mean, variance)):
         fail(node, f"per-channel inputs must have {x.shape[channel]} entries")
     epsilon = attrs["epsilon"]
+    if channel == 1:  # the call eager makes (aten.batch_norm, inference), in float32
+        y = torch.nn.functional.batch_norm(opmath(x), mean.float(), variance.float(), scale.float(), offset.float(),
+                                           False, 0.0, epsilon)
+        return [y.to(x.dtype)]
     rstd = torch.rsqrt(variance.float() + epsilon)
     y = (opmath(x) - mean.float().reshape(shape)) * (rstd * scale.float()).reshape(shape) + offset.float().reshape(shape)
     return [y.to(x.dtype)]

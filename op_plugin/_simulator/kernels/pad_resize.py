@@ -48,6 +48,10 @@ def _source_index(node, size, before, after, mode):
 
 def _pad(node, x, pairs, mode, value=None):
     """x padded by (before, after) per dim."""
+    if mode == "constant" and all(before >= 0 and after >= 0 for before, after in pairs) and x.numel():
+        # The op eager calls (aten.constant_pad_nd); F.pad takes the pads last dim first.
+        flat = [p for before_after in reversed(list(pairs)) for p in before_after]
+        return F.pad(x, flat, value=0 if value is None else value.reshape(()).item())
     y = x
     for dim, (before, after) in enumerate(pairs):
         if before == 0 and after == 0:

@@ -116,9 +116,16 @@ def _avg_pool_v2(inputs, attrs, node):
             _out_size(width, ks[1], ss[1], left, right, ceil_mode)]
     if min(outs) <= 0:
         fail(node, f"the window {ks} does not fit the padded {height}x{width} input")
+    divisor_override = attrs.get("divisor_override", 0)
+    if top == bottom <= ks[0] // 2 and left == right <= ks[1] // 2:
+        # The op eager calls (aten.avg_pool2d): the same windows (ceil_mode: the last one starts in
+        # the input), count_include_pad=False is exclusive, True divides by the window clipped to
+        # the padded input, as CANN's exclusive=False does.
+        y = F.avg_pool2d(wide, ks, ss, (top, left), ceil_mode, not attrs.get("exclusive", True),
+                         divisor_override or None)
+        return [(y.permute(0, 2, 3, 1) if data_format == "NHWC" else y).to(x.dtype).contiguous()]
     padded = F.pad(wide, (left, right, top, bottom))
     sums = _windows(padded, (2, 3), ks, ss, outs).sum((-1, -2))
-    divisor_override = attrs.get("divisor_override", 0)
     if divisor_override:
         y = sums / divisor_override
     elif attrs.get("exclusive", True):
