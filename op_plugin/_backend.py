@@ -53,6 +53,12 @@ class NpuGraphConfig:
         tanh form, for approximate="none" too) instead of the eager-exact GeluV2/GeluGradV2.
     soc: simulator only: the Ascend SoC whose dispatch is traced ("Ascend910" default, "Ascend310P",
         "Ascend910B", "Ascend910_93", "Ascend950"); it picks torch_npu's SDPA branch.
+    torchair_view_optimize: keep TorchAir's view optimisation (`enable_view_optimize`, TorchAir's
+        default). Off by default, so each view op is lowered by its own converter: the optimisation
+        drops a transpose when a reshape follows a transposed view of a non-contiguous result (wrong
+        numbers, silently), and it compares symbolic sizes with static ones, so a sequence length
+        equal to a head count or head dim at the first call specialises or guards that length and
+        later lengths recompile. docs/npu-faithful-lowering.md has both reproducers.
     """
 
     mode: Mode = "ge"
@@ -60,26 +66,29 @@ class NpuGraphConfig:
     dump_dir: str | None = None
     torchair_gelu: bool = False
     soc: str = "Ascend910"
+    torchair_view_optimize: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise OpPluginError(f"npugraph: mode must be one of {MODES}, got {self.mode!r}")
         if self.dump is not None and self.dump not in DUMP_FORMATS:
             raise OpPluginError(f"npugraph: dump must be one of {DUMP_FORMATS} or None, got {self.dump!r}")
-        if not isinstance(self.torchair_gelu, bool):
-            raise OpPluginError(f"npugraph: torchair_gelu must be True or False, got {self.torchair_gelu!r}")
+        for name in ("torchair_gelu", "torchair_view_optimize"):
+            if not isinstance(getattr(self, name), bool):
+                raise OpPluginError(f"npugraph: {name} must be True or False, got {getattr(self, name)!r}")
         from ._simulator.npu_dispatch import check_soc  # light: torch only
 
         check_soc(self.soc)
 
 
-_OPTIONS = {"mode", "dump", "dump_dir", "torchair_gelu", "soc"}
+_OPTIONS = {"mode", "dump", "dump_dir", "torchair_gelu", "soc", "torchair_view_optimize"}
 
 
 def npugraph_backend(mode: str = "ge", dump: str | None = None, dump_dir: str | None = None,
-                     torchair_gelu: bool = False, soc: str = "Ascend910") -> Callable:
+                     torchair_gelu: bool = False, soc: str = "Ascend910",
+                     torchair_view_optimize: bool = False) -> Callable:
     """A torch.compile backend with these options (see NpuGraphConfig)."""
-    config = NpuGraphConfig(mode, dump, dump_dir, torchair_gelu, soc)
+    config = NpuGraphConfig(mode, dump, dump_dir, torchair_gelu, soc, torchair_view_optimize)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         return compile_graph(gm, example_inputs, config)
@@ -162,6 +171,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
         return _npugraph_ex_backend()(gm, example_inputs)
     compiler_config = torchair.CompilerConfig()
     compiler_config.mode = "max-autotune"
+    compiler_config.experimental_config.enable_view_optimize = config.torchair_view_optimize
     if config.dump:
         compiler_config.debug.graph_dump.type = config.dump
         if config.dump_dir:

@@ -24,6 +24,12 @@ at install time). docs/npu-faithful-lowering.md lists them.
   torch_npu itself uses for its Swish-based silu (Ascend/op-plugin op_plugin/ops/aclops/
   SiluKernelNpu.cpp).
 
+- `aten.eye.default` / `aten.eye.m`: TorchAir's converters raise NotImplementedError; XLNet builds
+  its attention mask with `torch.eye(seq_len)`. torch_npu's eager eye is aclnnEye (an identity
+  matrix, Ascend/op-plugin EyeKernelNpuOpApi.cpp); GE's `Eye` takes its sizes as attributes, which
+  a symbolic length cannot be. Lowered as `Cast(Equal(Unsqueeze(Range(n), 1), Unsqueeze(Range(m),
+  0)), dtype)`, with TorchAir's own `aten.arange` converter for the ranges.
+
 Completions: where TorchAir's converter lowers an op but raises NotImplementedError for one case
 real models produce, op_plugin's converter lowers that case and hands every other to TorchAir's:
 
@@ -33,6 +39,12 @@ real models produce, op_plugin's converter lowers that case and hands every othe
   PadV3's per-dimension order and zero pairs fill the leading dimensions, only with GE ops on the
   tensor (Reshape [k, 2], ReverseV2 axis 0, Reshape [2k], ConcatV2 after zeros), then
   `PadV3(x, paddings, value)`.
+- `aten._native_batch_norm_legit.no_stats` (training batch norm without running statistics, e.g.
+  BiT's weight-standardised convolutions normalising their weights with `F.batch_norm(w, None,
+  None, training=True)`): TorchAir lowers it on arch35 SoCs only and raises NotImplementedError
+  elsewhere. Lowered off arch35 exactly as TorchAir lowers it on arch35: its own
+  `_native_batch_norm_legit_functional` converter (BatchNormV3, training) fed running statistics
+  filled with 0 and 1, returning (y, save_mean, save_rstd) as TorchAir's arch35 branch does.
 """
 from __future__ import annotations
 
@@ -87,6 +99,19 @@ def _silu_backward(torchair: Any) -> Callable:
     return convert
 
 
+def _eye(torchair: Any) -> Callable:
+    def convert(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None, meta_outputs=None):
+        del dtype, layout, device, pin_memory  # the dtype is meta_outputs'; the rest do not change the graph
+        ge = raw_ge_ops(torchair)
+        graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+        arange = torchair_converter(torch.ops.aten.arange.default)
+        rows = ge.Unsqueeze(arange(n, dtype=torch.int64, meta_outputs=None), axes=[1])
+        cols = ge.Unsqueeze(arange(n if m is None else m, dtype=torch.int64, meta_outputs=None), axes=[0])
+        return graph_module.Cast(ge.Equal(rows, cols), dst_type=meta_outputs.dtype)  # a GE DataType
+
+    return convert
+
+
 # op -> factory of op_plugin's converter (given the host's TorchAir).
 ATEN_CONVERTERS = {
     torch.ops.aten.true_divide.Tensor: _alias_of(torch.ops.aten.div.Tensor),
@@ -95,6 +120,8 @@ ATEN_CONVERTERS = {
     torch.ops.aten.norm.ScalarOpt_dim_dtype: _alias_of(torch.ops.aten.linalg_vector_norm.default,
                                                        _norm_as_vector_norm),
     torch.ops.aten.silu_backward.default: _silu_backward,
+    torch.ops.aten.eye.default: _eye,
+    torch.ops.aten.eye.m: _eye,
 }
 
 
@@ -120,9 +147,45 @@ def _constant_pad_nd(torchair: Any, original: Callable) -> Callable:
     return convert
 
 
+def _clone(torchair: Any, original: Callable) -> Callable:
+    def convert(self, *, memory_format=None, meta_outputs=None):
+        if memory_format in (None, torch.contiguous_format):
+            return original(self, memory_format=memory_format, meta_outputs=meta_outputs)
+        if memory_format not in (torch.channels_last, torch.channels_last_3d, torch.preserve_format):
+            raise NotImplementedError(f"clone: memory_format {memory_format}")
+        return raw_ge_ops(torchair).Identity(self)
+
+    return convert
+
+
+def _batch_norm_no_stats(torchair: Any, original: Callable) -> Callable:
+    # TorchAir's own converter (GE output order), taken now: install_lowering installs these
+    # completions before numeric_corrections re-orders that converter's outputs.
+    functional = torchair_converter(torch.ops.aten._native_batch_norm_legit_functional.default)
+
+    def convert(input, weight, bias, training, momentum, eps, meta_outputs=None):
+        platform = importlib.import_module(f"{torchair.__name__}._utils.check_platform")
+        if not training or platform.is_arch35():
+            return original(input, weight, bias, training, momentum, eps, meta_outputs=meta_outputs)
+        ge = raw_ge_ops(torchair)
+        graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+        channels = ge.Gather(ge.Shape(input, dtype=graph_module.DataType.DT_INT32), 1)
+        running_mean = ge.Fill(channels, graph_module.Cast(0.0, dst_type=input.dtype))
+        running_var = ge.Fill(channels, graph_module.Cast(1.0, dst_type=input.dtype))
+        if functional is None:
+            raise NotImplementedError("this TorchAir does not lower _native_batch_norm_legit_functional")
+        y, _, _, save_mean, save_rstd = functional(input, weight, bias, running_mean, running_var, training,
+                                                   momentum, eps, meta_outputs=None)
+        return y, save_mean, save_rstd
+
+    return convert
+
+
 # op -> factory(torchair, TorchAir's converter) of a converter completing TorchAir's.
 COMPLETIONS = {
     torch.ops.aten.constant_pad_nd.default: _constant_pad_nd,
+    torch.ops.aten.clone.default: _clone,
+    torch.ops.aten._native_batch_norm_legit.no_stats: _batch_norm_no_stats,
 }
 
 

@@ -150,8 +150,6 @@ def _class_labels(inputs):
     return torch.arange(batch) % 3
 
 
-# Sequence lengths differ from every model's head dim (8): TorchAir's view optimisation guards a
-# symbolic length equal to a static dim of the same view (test_zoo.py::test_length_equal_to_head_dim).
 TEXT_SIZES = ((2, 6), (3, 10), (4, 14))
 IMAGE_SIZES = ((2, 0), (3, 0), (4, 0))
 AUDIO_SIZES = ((2, 400), (3, 560), (4, 720))

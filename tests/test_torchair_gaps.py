@@ -1,0 +1,126 @@
+"""Where TorchAir lowers wrongly or not at all, what npugraph does instead (docs/npu-faithful-lowering.md):
+the view optimisation left off by default, and op_plugin's converters for `aten.eye`,
+`aten.clone(memory_format=channels_last)` and `_native_batch_norm_legit.no_stats`. Oracle: eager torch.
+Each case runs static and with dynamic=True over three sizes, with dynamo's frame counter."""
+import pytest
+import torch
+import torch._dynamo.testing
+import torch.nn.functional as F
+
+import op_plugin
+
+
+def _run(fn, inputs_per_call, dynamic, **options):
+    """Compiled against eager on each call's inputs; returns the number of graphs compiled."""
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend(op_plugin.npugraph_backend(**options))
+    compiled = torch.compile(fn, backend=counter, dynamic=dynamic)
+    for inputs in inputs_per_call:
+        expected, actual = fn(*inputs), compiled(*inputs)
+        torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+    return counter.frame_count
+
+
+# --- TorchAir's view optimisation (enable_view_optimize) ------------------------------------------
+
+def _transpose_back_then_reshape(x):
+    y = x.transpose(1, 3) + 1          # a result with the transposed input's strides
+    return y.transpose(1, 3).reshape(-1, 3) * 2
+
+
+def test_transpose_of_a_strided_result_then_reshape_matches_eager():
+    _run(_transpose_back_then_reshape, [(torch.randn(2, 3, 4, 5),)], dynamic=False)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "TorchAir bug: with enable_view_optimize its view chain rebases a non-contiguous result on "
+    "contiguous strides, and the reshape's fake output (a contiguous copy) hides the transpose: the GE "
+    "graph is Transpose, Add, Reshape, without the second Transpose (wrong numbers, on an NPU too)"))
+def test_torchair_view_optimize_keeps_the_transpose():
+    _run(_transpose_back_then_reshape, [(torch.randn(2, 3, 4, 5),)], dynamic=False, torchair_view_optimize=True)
+
+
+def _heads_attention(x):
+    """x [batch, length, 4 heads, 8]: heads first, attend, merge (the transposes of every attention)."""
+    q = x.transpose(1, 2)
+    scores = (q @ q.transpose(-1, -2)).softmax(-1)
+    return (scores @ q).transpose(1, 2).flatten(2)
+
+
+def _lengths_hitting_static_dims():
+    """Lengths 4 (the head count), 6, 8 (the head dim); only the length is dynamic, as in a model
+    whose head count and dim come from its weights (dynamic=True would duck-size 4 heads with 4)."""
+    inputs = [torch.randn(2, n, 4, 8) for n in (4, 6, 8)]
+    for x in inputs:
+        torch._dynamo.mark_dynamic(x, 1)
+    return [(x,) for x in inputs]
+
+
+def test_length_equal_to_head_count_or_dim_does_not_recompile():
+    assert _run(_heads_attention, _lengths_hitting_static_dims(), dynamic=None) == 1
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "TorchAir bug: its view optimisation compares a view's symbolic sizes with its source's static ones "
+    "(continguous.py optimize_view), so length 4 == 4 heads at the first call specialises the length"))
+def test_torchair_view_optimize_does_not_recompile():
+    assert _run(_heads_attention, _lengths_hitting_static_dims(), dynamic=None, torchair_view_optimize=True) == 1
+
+
+def test_torchair_view_optimize_option_is_checked():
+    with pytest.raises(op_plugin.OpPluginError, match="torchair_view_optimize must be True or False"):
+        op_plugin.npugraph_backend(torchair_view_optimize="yes")
+
+
+# --- aten.eye -------------------------------------------------------------------------------------
+
+def _eyes(x):
+    n = x.shape[0]
+    return x - 2 * torch.eye(n, dtype=x.dtype), torch.eye(n, 3), torch.eye(n, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_eye_matches_eager(dynamic):
+    frames = _run(_eyes, [(torch.randn(n, n),) for n in (4, 5, 7)], dynamic)
+    assert frames == (1 if dynamic else 3)
+
+
+# --- aten.clone(memory_format=channels_last) ----------------------------------------------------
+
+def _channels_last_then_views(x):
+    y = (x + 1).contiguous(memory_format=torch.channels_last)
+    return y.permute(0, 2, 3, 1).reshape(-1, x.shape[1]) * 2, y * 3
+
+
+def _interpolated_table(table):
+    """BEiT's relative position table: a permuted view resized with bilinear interpolation."""
+    grid = table.reshape(1, 5, 5, -1).permute(0, 3, 1, 2)
+    return F.interpolate(grid, size=(7, 7), mode="bilinear").permute(0, 2, 3, 1).reshape(49, -1)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_channels_last_clone_matches_eager(dynamic):
+    _run(_channels_last_then_views, [(torch.randn(b, 3, 4, 5),) for b in (2, 3, 4)], dynamic)
+    _run(_interpolated_table, [(torch.randn(25, h),) for h in (2, 3, 4)], dynamic)
+
+
+# --- aten._native_batch_norm_legit.no_stats -----------------------------------------------------
+
+def _standardised_conv(x, w):
+    """BiT's weight-standardised convolution: batch norm of the weights, no running statistics."""
+    ws = F.batch_norm(w.reshape(1, w.shape[0], -1), None, None, training=True, momentum=0.0, eps=1e-6)
+    return F.conv2d(x, ws.reshape_as(w))
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_batch_norm_without_running_stats_matches_eager(dynamic):
+    _run(_standardised_conv, [(torch.randn(b, 3, 8, 8), torch.randn(4, 3, 3, 3)) for b in (2, 3, 4)], dynamic)
+
+
+def test_batch_norm_without_running_stats_gradient_matches_eager():
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3, requires_grad=True)
+    torch._dynamo.reset()
+    torch.compile(_standardised_conv, backend="npugraph")(x, w).square().sum().backward()
+    compiled_grad, w.grad = w.grad, None
+    _standardised_conv(x, w).square().sum().backward()
+    torch.testing.assert_close(compiled_grad, w.grad, atol=1e-4, rtol=1e-4)
