@@ -124,3 +124,17 @@ def test_batch_norm_without_running_stats_gradient_matches_eager():
     compiled_grad, w.grad = w.grad, None
     _standardised_conv(x, w).square().sum().backward()
     torch.testing.assert_close(compiled_grad, w.grad, atol=1e-4, rtol=1e-4)
+
+
+# --- torch.sym_max / torch.sym_min --------------------------------------------------------------
+
+def _last_window(x):
+    """Sliding-window attention's cache slice: start = max(0, length - window), end = min(length, 6)."""
+    n = x.shape[1]
+    start, end = max(0, n - 4), min(n, 6)
+    return x[:, start:] * 2, x[:, :end] + 1
+
+
+def test_sym_max_and_min_on_sizes_match_eager_without_recompiling():
+    frames = _run(_last_window, [(torch.randn(2, n),) for n in (7, 9, 11)], dynamic=True)
+    assert frames == 1

@@ -29,6 +29,11 @@ at install time). docs/npu-faithful-lowering.md lists them.
   matrix, Ascend/op-plugin EyeKernelNpuOpApi.cpp); GE's `Eye` takes its sizes as attributes, which
   a symbolic length cannot be. Lowered as `Cast(Equal(Unsqueeze(Range(n), 1), Unsqueeze(Range(m),
   0)), dtype)`, with TorchAir's own `aten.arange` converter for the ranges.
+- `torch.sym_max` / `torch.sym_min` (size arithmetic in the FX graph, not aten ops): TorchAir lowers
+  operator.add/sub/mul/floordiv/... (builtin_converters.py) but not these; sliding-window attention
+  (Mistral, Gemma2) computes `max(0, cache_length - window)` with `dynamic=True`. Lowered like
+  TorchAir's operator converters: Python's max/min when both are ints, else GE `Maximum`/`Minimum`
+  after TorchAir's dtype promotion to the node's dtype.
 
 Completions: where TorchAir's converter lowers an op but raises NotImplementedError for one case
 real models produce, op_plugin's converter lowers that case and hands every other to TorchAir's:
@@ -112,6 +117,21 @@ def _eye(torchair: Any) -> Callable:
     return convert
 
 
+def _sym_extreme(python_fn: Callable, ge_type: str) -> Callable[[Any], Callable]:
+    def factory(torchair: Any) -> Callable:
+        def convert(a, b, meta_outputs=None):
+            graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+            if not isinstance(a, graph_module.Tensor) and not isinstance(b, graph_module.Tensor):
+                return python_fn(a, b)
+            utils = importlib.import_module(f"{torchair.__name__}._ge_concrete_graph.utils")
+            a, b = utils.dtype_promote(a, b, target_dtype=meta_outputs.dtype)
+            return getattr(raw_ge_ops(torchair), ge_type)(a, b)
+
+        return convert
+
+    return factory
+
+
 # op -> factory of op_plugin's converter (given the host's TorchAir).
 ATEN_CONVERTERS = {
     torch.ops.aten.true_divide.Tensor: _alias_of(torch.ops.aten.div.Tensor),
@@ -122,6 +142,8 @@ ATEN_CONVERTERS = {
     torch.ops.aten.silu_backward.default: _silu_backward,
     torch.ops.aten.eye.default: _eye,
     torch.ops.aten.eye.m: _eye,
+    torch.sym_max: _sym_extreme(max, "Maximum"),
+    torch.sym_min: _sym_extreme(min, "Minimum"),
 }
 
 
