@@ -44,6 +44,11 @@ real models produce, op_plugin's converter lowers that case and hands every othe
   PadV3's per-dimension order and zero pairs fill the leading dimensions, only with GE ops on the
   tensor (Reshape [k, 2], ReverseV2 axis 0, Reshape [2k], ConcatV2 after zeros), then
   `PadV3(x, paddings, value)`.
+- `aten.clone` with `memory_format=torch.channels_last` (or channels_last_3d / preserve_format):
+  TorchAir raises NotImplementedError for any format but contiguous; BEiT/YOLOS/PVT/DPT's position
+  embedding interpolation produces it. A GE tensor has no strides (its layout is its shape), so the
+  clone's values are its input's: `Identity(x)`. The graph output is contiguous where eager's is
+  channels_last (same values; TorchAir gives contiguous outputs on an Ascend host too).
 - `aten._native_batch_norm_legit.no_stats` (training batch norm without running statistics, e.g.
   BiT's weight-standardised convolutions normalising their weights with `F.batch_norm(w, None,
   None, training=True)`): TorchAir lowers it on arch35 SoCs only and raises NotImplementedError

@@ -29,6 +29,28 @@ def _seeded(fn):
     return build
 
 
+def _bn_calibrated(fn, size):
+    """Seeded, with BatchNorm running statistics measured on random images (as training leaves them).
+
+    transformers initialises conv weights (and EfficientNet's BatchNorm scales) with std 0.02 and the
+    running statistics to (0, 1), so in eval mode every block shrinks its input: MobileNetV2's and
+    EfficientNet's outputs come out below 1e-20 and a comparison at atol 1e-4 could not fail. Unit scales
+    and measured statistics keep each layer's output near unit scale.
+    """
+    def build():
+        torch.manual_seed(0)
+        model = fn()
+        norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+        for norm in norms:
+            norm.reset_parameters()  # scale 1, shift 0, statistics (0, 1)
+            norm.momentum = None  # cumulative average over the calibration batches
+        model.train()  # each BatchNorm normalises with its batch's statistics and records them
+        with torch.no_grad():
+            model(pixel_values=torch.randn(8, 3, size, size))
+        return model.eval()
+    return build
+
+
 VOCAB = 96
 
 
@@ -124,6 +146,18 @@ def _efficientnet():
                                                 hidden_dim=128))  # the top conv's width: round_filters(1280 * 0.1)
 
 
+def _pp_lcnet():
+    """The MobileNetV3 family (hard-swish, squeeze-excitation with hard-sigmoid, depthwise convs) as
+    transformers ships it: torchvision's MobileNetV3 cannot load beside torch 2.13.0+cpu
+    (docs/npu-faithful-lowering.md, "The model zoo")."""
+    from transformers import PPLCNetConfig, PPLCNetForImageClassification
+    # (kernel, in, out, stride, squeeze-excitation) per block; five stages as PP-LCNet requires
+    blocks = [[[3, 8, 8, 1, False]], [[3, 8, 16, 2, False]], [[3, 16, 16, 2, False]],
+              [[3, 16, 32, 2, False], [5, 32, 32, 1, False]], [[5, 32, 32, 2, True], [5, 32, 32, 1, True]]]
+    return PPLCNetForImageClassification(PPLCNetConfig(block_configs=blocks, stem_channels=8, class_expand=32,
+                                                       num_labels=0))  # no head: the pooled features
+
+
 def _convnext():
     from transformers import ConvNextConfig, ConvNextModel
     return ConvNextModel(ConvNextConfig(hidden_sizes=[8, 16], depths=[1, 1], num_stages=2))
@@ -167,8 +201,9 @@ ZOO = {
         ZooModel("wav2vec2", _seeded(_wav2vec2), _audio, AUDIO_SIZES, "audio"),
         ZooModel("whisper_encoder", _seeded(_whisper_encoder), _mel, IMAGE_SIZES, "audio"),
         ZooModel("resnet", _seeded(_resnet), _images(32), IMAGE_SIZES, "cnn"),
-        ZooModel("mobilenet_v2", _seeded(_mobilenet_v2), _images(32), IMAGE_SIZES, "cnn"),
-        ZooModel("efficientnet", _seeded(_efficientnet), _images(32), IMAGE_SIZES, "cnn"),
+        ZooModel("mobilenet_v2", _bn_calibrated(_mobilenet_v2, 32), _images(32), IMAGE_SIZES, "cnn"),
+        ZooModel("efficientnet", _bn_calibrated(_efficientnet, 32), _images(32), IMAGE_SIZES, "cnn"),
+        ZooModel("pp_lcnet", _bn_calibrated(_pp_lcnet, 64), _images(64), IMAGE_SIZES, "cnn"),
         ZooModel("convnext", _seeded(_convnext), _images(32), IMAGE_SIZES, "cnn"),
     )
 }
