@@ -18,7 +18,7 @@ class ZooModel:
     build: Callable[[], torch.nn.Module]
     inputs: Callable[[int, int], dict]   # (batch, length) -> forward kwargs
     sizes: tuple[tuple[int, int], ...]   # three (batch, length) pairs for the dynamic run
-    family: str                          # "decoder", "encoder", "vision", "audio", "cnn"
+    family: str                          # "decoder", "encoder", "encoder-decoder", "vision", "audio", "cnn"
     labels: Callable[[dict], torch.Tensor] | None = None  # for the training step
 
 
@@ -163,6 +163,47 @@ def _convnext():
     return ConvNextModel(ConvNextConfig(hidden_sizes=[8, 16], depths=[1, 1], num_stages=2))
 
 
+# Breadth: architectures whose lowering needs op_plugin's converters or corrections beyond the above
+# (BART, T5-like relative attention: the view optimisation's recompiles; XLNet: aten.eye; BEiT: clone
+# to channels_last; BiT: batch norm without running statistics; Mistral: sliding-window attention).
+
+def _bart():
+    from transformers import BartConfig, BartModel
+    return BartModel(BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=1, decoder_layers=1,
+                                encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+                                decoder_ffn_dim=64, max_position_embeddings=64))
+
+
+def _xlnet():
+    from transformers import XLNetConfig, XLNetModel
+    return XLNetModel(XLNetConfig(vocab_size=VOCAB, d_model=32, n_layer=2, n_head=4, d_inner=64))
+
+
+def _deberta_v2():
+    from transformers import DebertaV2Config, DebertaV2Model
+    return DebertaV2Model(DebertaV2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                          intermediate_size=64, max_position_embeddings=64, relative_attention=True,
+                                          position_buckets=16, pos_att_type=["p2c", "c2p"]))
+
+
+def _mistral():
+    from transformers import MistralConfig, MistralForCausalLM
+    return MistralForCausalLM(MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                            sliding_window=4))
+
+
+def _beit():
+    from transformers import BeitConfig, BeitModel
+    return BeitModel(BeitConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=64, use_relative_position_bias=True))
+
+
+def _bit():
+    from transformers import BitConfig, BitModel
+    return BitModel(BitConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="preactivation", num_groups=4))
+
+
 def _images(size):
     def inputs(batch, _length):
         g = torch.Generator().manual_seed(batch)
@@ -186,6 +227,8 @@ def _class_labels(inputs):
 
 TEXT_SIZES = ((2, 6), (3, 10), (4, 14))
 IMAGE_SIZES = ((2, 0), (3, 0), (4, 0))
+# lengths equal to the head dim (8) and head count (4): TorchAir's view optimisation specialised them
+HEAD_SIZES = ((2, 8), (3, 4), (4, 11))
 AUDIO_SIZES = ((2, 400), (3, 560), (4, 720))
 
 ZOO = {
@@ -205,5 +248,11 @@ ZOO = {
         ZooModel("efficientnet", _bn_calibrated(_efficientnet, 32), _images(32), IMAGE_SIZES, "cnn"),
         ZooModel("pp_lcnet", _bn_calibrated(_pp_lcnet, 64), _images(64), IMAGE_SIZES, "cnn"),
         ZooModel("convnext", _seeded(_convnext), _images(32), IMAGE_SIZES, "cnn"),
+        ZooModel("bart", _seeded(_bart), _token_inputs, HEAD_SIZES, "encoder-decoder"),
+        ZooModel("xlnet", _seeded(_xlnet), _token_inputs, TEXT_SIZES, "encoder"),
+        ZooModel("deberta_v2", _seeded(_deberta_v2), _token_inputs, TEXT_SIZES, "encoder"),
+        ZooModel("mistral", _seeded(_mistral), _token_inputs, TEXT_SIZES, "decoder"),
+        ZooModel("beit", _seeded(_beit), _images(32), IMAGE_SIZES, "vision"),
+        ZooModel("bit", _seeded(_bit), _images(32), IMAGE_SIZES, "cnn"),
     )
 }
