@@ -138,3 +138,72 @@ def _last_window(x):
 def test_sym_max_and_min_on_sizes_match_eager_without_recompiling():
     frames = _run(_last_window, [(torch.randn(2, n),) for n in (7, 9, 11)], dynamic=True)
     assert frames == 1
+
+
+# --- aten.index_put (TorchAir has no converter): x[idx] = v, and every x[idx]'s backward --------
+
+def _index_put(accumulate, leading):
+    def fn(x, index, values):
+        return torch.ops.aten.index_put(x, [None] * leading + [index], values, accumulate)
+    return fn
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_index_put_on_dim_0_matches_eager(accumulate, dynamic):
+    # repeated and negative indices: accumulated (or, without accumulate, written once each here)
+    index = torch.tensor([[0, -1], [2, 0]]) if accumulate else torch.tensor([[0, -1], [2, 3]])
+    calls = [(torch.randn(n, 5, 3), index, torch.randn(2, 2, 5, 3)) for n in (6, 8, 10)]
+    _run(_index_put(accumulate, 0), calls if dynamic else calls[:1], dynamic=dynamic)
+
+
+def test_index_put_after_a_slice_broadcasts_its_values():
+    calls = [(torch.randn(4, n, 3), torch.tensor([4, 1, 0]), torch.randn(3, 1)) for n in (6, 8, 10)]
+    _run(_index_put(False, 1), calls, dynamic=True)
+    _run(_index_put(True, 1), calls, dynamic=True)
+
+
+def test_setitem_with_an_index_tensor_matches_eager():
+    def fn(x, index):
+        y = x.clone()
+        y[:, index] = 0.5
+        return y
+    _run(fn, [(torch.randn(4, 6), torch.tensor([4, 1]))], dynamic=False)
+
+
+def test_gathered_table_gradient_matches_eager():
+    """BEiT/Swin's relative position bias: table[index] in the forward, index_put(accumulate) in the backward."""
+    torch.manual_seed(0)
+    index = torch.randint(0, 10, (7, 7))
+
+    def bias(table):
+        return table[index.view(-1)].view(7, 7, -1).permute(2, 0, 1)
+
+    table = torch.randn(10, 4, requires_grad=True)
+    torch._dynamo.reset()
+    torch.compile(bias, backend="npugraph")(table).square().sum().backward()
+    compiled_grad, table.grad = table.grad, None
+    bias(table).square().sum().backward()
+    torch.testing.assert_close(compiled_grad, table.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_index_put_with_two_index_tensors_is_a_clear_error():
+    fn = torch.compile(lambda x, i, j, v: torch.ops.aten.index_put(x, [i, j], v), backend="npugraph")
+    with pytest.raises(Exception, match="aten.index_put: op_plugin lowers one integer index tensor"):
+        fn(torch.randn(4, 4), torch.tensor([0, 1]), torch.tensor([1, 2]), torch.randn(2))
+
+
+# --- aten.convolution_backward with a one-element padding (padding="valid") ----------------------
+
+def test_depthwise_valid_conv_gradients_match_eager():
+    """EfficientNet's depthwise convs (padding="valid", stride 2): aten passes padding=[0], which ATen
+    expands per spatial dim and TorchAir's converter indexes as [0], [1]."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(8, 8, 5, stride=2, padding="valid", groups=8, bias=False)
+    x = torch.randn(2, 8, 11, 11, requires_grad=True)
+    torch._dynamo.reset()
+    torch.compile(conv, backend="npugraph")(x).square().sum().backward()
+    grads = x.grad, conv.weight.grad
+    x.grad, conv.weight.grad = None, None
+    conv(x).square().sum().backward()
+    torch.testing.assert_close(grads, (x.grad, conv.weight.grad), atol=1e-4, rtol=1e-4)

@@ -29,14 +29,27 @@ at install time). docs/npu-faithful-lowering.md lists them.
   matrix, Ascend/op-plugin EyeKernelNpuOpApi.cpp); GE's `Eye` takes its sizes as attributes, which
   a symbolic length cannot be. Lowered as `Cast(Equal(Unsqueeze(Range(n), 1), Unsqueeze(Range(m),
   0)), dtype)`, with TorchAir's own `aten.arange` converter for the ranges.
+- `aten.index_put` (`.default`, `.hacked_twin`): TorchAir's converters raise NotImplementedError, so
+  `x[..., idx] = v` and the backward of every `x[..., idx]` gather (BEiT's relative position bias
+  table in training) fail to lower. aten semantics (native_functions.yaml index_put; negative
+  indices wrap, values broadcast to the indexed shape) for one integer index tensor after any
+  number of ':'; other index patterns raise NotImplementedError naming the op. With accumulate:
+  `InplaceIndexAdd(TensorMove(x), idx, values, axis)`, fed as TorchAir's own `index_add` converter
+  feeds it (int32 indices, a copy of x); without: `ScatterElements(x, idx broadcast, values, axis)`
+  (repeated indices: the NPU's pick, unspecified as in torch).
 - `torch.sym_max` / `torch.sym_min` (size arithmetic in the FX graph, not aten ops): TorchAir lowers
   operator.add/sub/mul/floordiv/... (builtin_converters.py) but not these; sliding-window attention
   (Mistral, Gemma2) computes `max(0, cache_length - window)` with `dynamic=True`. Lowered like
   TorchAir's operator converters: Python's max/min when both are ints, else GE `Maximum`/`Minimum`
   after TorchAir's dtype promotion to the node's dtype.
 
-Completions: where TorchAir's converter lowers an op but raises NotImplementedError for one case
-real models produce, op_plugin's converter lowers that case and hands every other to TorchAir's:
+Completions: where TorchAir's converter lowers an op but raises NotImplementedError (or fails) for
+one case real models produce, op_plugin's converter lowers that case and hands every other to TorchAir's:
+
+- `aten.convolution_backward` with a one-element stride/padding/dilation/output_padding (aten passes
+  `padding=[0]` for `padding="valid"`, e.g. EfficientNet's depthwise convs in training): ATen expands
+  it to every spatial dim (Convolution.cpp, expand_param_if_needed); TorchAir's converter indexes
+  `padding[1]` and fails with IndexError. Expanded as ATen does, then TorchAir's converter.
 
 - `aten.constant_pad_nd` with symbolic pads (a dynamic-shape model padding by a size, e.g. Swin's
   window padding with `dynamic=True`): TorchAir gets the pad list as one GE tensor and raises.
@@ -137,6 +150,41 @@ def _sym_extreme(python_fn: Callable, ge_type: str) -> Callable[[Any], Callable]
     return factory
 
 
+def _index_put(torchair: Any) -> Callable:
+    def convert(self, indices, values, accumulate=False, meta_outputs=None):
+        ge = raw_ge_ops(torchair)
+        graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+        utils = importlib.import_module(f"{torchair.__name__}._ge_concrete_graph.utils")
+        int32, const = graph_module.DataType.DT_INT32, graph_module.Const
+        positions = [i for i, index in enumerate(indices) if index is not None]
+        if len(positions) != 1 or indices[positions[0]].dtype in (graph_module.DataType.DT_BOOL,
+                                                                  graph_module.DataType.DT_UINT8):
+            raise NotImplementedError(
+                "aten.index_put: op_plugin lowers one integer index tensor after any number of ':' "
+                f"(x[..., idx] = v, and the backward of x[..., idx]); got indices {indices}")
+        axis, rank = positions[0], self.rank
+        # int32 indices as TorchAir's index_add converter feeds InplaceIndexAdd (the NPU kernel
+        # splits an int64 into two int32)
+        index = utils.dtype_promote(indices[axis], target_dtype=int32)
+        shape = ge.Shape(self, dtype=int32)
+        flat = ge.Reshape(index, const([-1]))
+        flat = ge.SelectV2(ge.Less(flat, const(0, dtype=int32)), ge.Add(flat, ge.Gather(shape, axis)), flat)
+        lead = [ge.Gather(shape, const(list(range(axis)), dtype=int32))] if axis else []
+        trail = [ge.Gather(shape, const(list(range(axis + 1, rank)), dtype=int32))] if axis + 1 < rank else []
+        # aten broadcasts values to the indexed shape: self.shape[:axis] + index.shape + self.shape[axis+1:]
+        indexed = lead + [ge.Shape(index, dtype=int32)] + trail
+        values = ge.BroadcastTo(values, ge.ConcatV2(indexed, const(0), N=len(indexed)))
+        per_axis = lead + [const([-1], dtype=int32)] + trail
+        values = ge.Reshape(values, ge.ConcatV2(per_axis, const(0), N=len(per_axis)))
+        if accumulate:
+            # InplaceIndexAdd updates its input: a copy first, as TorchAir's index_add does
+            return ge.InplaceIndexAdd(ge.TensorMove(self), flat, values, None, axis=axis)
+        spread = ge.Reshape(flat, const([1] * axis + [-1] + [1] * (rank - axis - 1)))
+        return ge.ScatterElements(self, ge.BroadcastTo(spread, ge.Shape(values, dtype=int32)), values, axis=axis)
+
+    return convert
+
+
 # op -> factory of op_plugin's converter (given the host's TorchAir).
 ATEN_CONVERTERS = {
     torch.ops.aten.true_divide.Tensor: _alias_of(torch.ops.aten.div.Tensor),
@@ -147,6 +195,8 @@ ATEN_CONVERTERS = {
     torch.ops.aten.silu_backward.default: _silu_backward,
     torch.ops.aten.eye.default: _eye,
     torch.ops.aten.eye.m: _eye,
+    torch.ops.aten.index_put.default: _index_put,
+    torch.ops.aten.index_put.hacked_twin: _index_put,
     torch.sym_max: _sym_extreme(max, "Maximum"),
     torch.sym_min: _sym_extreme(min, "Minimum"),
 }
@@ -208,11 +258,29 @@ def _batch_norm_no_stats(torchair: Any, original: Callable) -> Callable:
     return convert
 
 
+def _convolution_backward(torchair: Any, original: Callable) -> Callable:
+    def convert(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                groups, output_mask, meta_outputs=None):
+        # ATen expands a one-element stride/padding/dilation to every spatial dim (Convolution.cpp,
+        # expand_param_if_needed); TorchAir's converter indexes [0] and [1].
+        spatial = weight.rank - 2
+
+        def expanded(param):
+            return list(param) * spatial if isinstance(param, (list, tuple)) and len(param) == 1 else param
+
+        return original(grad_output, input, weight, bias_sizes, expanded(stride), expanded(padding),
+                        expanded(dilation), transposed, expanded(output_padding), groups, output_mask,
+                        meta_outputs=meta_outputs)
+
+    return convert
+
+
 # op -> factory(torchair, TorchAir's converter) of a converter completing TorchAir's.
 COMPLETIONS = {
     torch.ops.aten.constant_pad_nd.default: _constant_pad_nd,
     torch.ops.aten.clone.default: _clone,
     torch.ops.aten._native_batch_norm_legit.no_stats: _batch_norm_no_stats,
+    torch.ops.aten.convolution_backward.default: _convolution_backward,
 }
 
 
