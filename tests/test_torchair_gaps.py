@@ -187,10 +187,34 @@ def test_gathered_table_gradient_matches_eager():
     torch.testing.assert_close(compiled_grad, table.grad, atol=1e-5, rtol=1e-5)
 
 
-def test_index_put_with_two_index_tensors_is_a_clear_error():
-    fn = torch.compile(lambda x, i, j, v: torch.ops.aten.index_put(x, [i, j], v), backend="npugraph")
-    with pytest.raises(Exception, match="aten.index_put: op_plugin lowers one integer index tensor"):
-        fn(torch.randn(4, 4), torch.tensor([0, 1]), torch.tensor([1, 2]), torch.randn(2))
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_index_put_on_adjacent_dims_broadcasts_its_indices(accumulate):
+    def fn(x, i, j, values):
+        return torch.ops.aten.index_put(x, [None, i, j], values, accumulate)
+    rows, cols = (torch.tensor([[0], [4], [-1]]), torch.tensor([1, 5, 5, 0])) if accumulate else \
+        (torch.tensor([0, 4, 2]), torch.tensor([1, 5, 3]))
+    calls = [(torch.randn(n, 5, 6, 2), rows, cols, torch.randn(2)) for n in (3, 4, 5)]
+    _run(fn, calls, dynamic=True)
+
+
+def test_bilinear_interpolation_gradient_matches_eager():
+    """Its backward decomposes to _unsafe_index_put on two adjacent dims (BEiT's position embedding)."""
+    x = torch.randn(2, 3, 5, 5, requires_grad=True)
+
+    def up(x):
+        return F.interpolate(x, size=(8, 8), mode="bilinear", align_corners=False)
+
+    torch._dynamo.reset()
+    torch.compile(up, backend="npugraph")(x).square().sum().backward()
+    compiled_grad, x.grad = x.grad, None
+    up(x).square().sum().backward()
+    torch.testing.assert_close(compiled_grad, x.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_index_put_on_dims_apart_is_a_clear_error():
+    fn = torch.compile(lambda x, i, j, v: torch.ops.aten.index_put(x, [i, None, j], v), backend="npugraph")
+    with pytest.raises(Exception, match="aten.index_put: op_plugin lowers integer index tensors on adjacent dims"):
+        fn(torch.randn(4, 4, 4), torch.tensor([0, 1]), torch.tensor([1, 2]), torch.randn(2, 4))
 
 
 # --- aten.convolution_backward with a one-element padding (padding="valid") ----------------------

@@ -29,14 +29,16 @@ at install time). docs/npu-faithful-lowering.md lists them.
   matrix, Ascend/op-plugin EyeKernelNpuOpApi.cpp); GE's `Eye` takes its sizes as attributes, which
   a symbolic length cannot be. Lowered as `Cast(Equal(Unsqueeze(Range(n), 1), Unsqueeze(Range(m),
   0)), dtype)`, with TorchAir's own `aten.arange` converter for the ranges.
-- `aten.index_put` (`.default`, `.hacked_twin`): TorchAir's converters raise NotImplementedError, so
-  `x[..., idx] = v` and the backward of every `x[..., idx]` gather (BEiT's relative position bias
-  table in training) fail to lower. aten semantics (native_functions.yaml index_put; negative
-  indices wrap, values broadcast to the indexed shape) for one integer index tensor after any
-  number of ':'; other index patterns raise NotImplementedError naming the op. With accumulate:
-  `InplaceIndexAdd(TensorMove(x), idx, values, axis)`, fed as TorchAir's own `index_add` converter
-  feeds it (int32 indices, a copy of x); without: `ScatterElements(x, idx broadcast, values, axis)`
-  (repeated indices: the NPU's pick, unspecified as in torch).
+- `aten.index_put` (`.default`, `.hacked_twin`) and `aten._unsafe_index_put`: TorchAir's converters
+  raise NotImplementedError, so `x[..., i, j] = v` and the backward of every `x[..., i, j]` gather
+  (BEiT's relative position bias table, and bilinear interpolation's decomposition, in training)
+  fail to lower. aten semantics (native_functions.yaml index_put; negative indices wrap, indices
+  broadcast together, values broadcast to the indexed shape) for integer index tensors on adjacent
+  dims after any number of ':'; other patterns raise NotImplementedError naming the op. The indexed
+  dims are merged into one (x reshaped, flat index ((i0 * s1) + i1) * ...); with accumulate:
+  `InplaceIndexAdd(TensorMove(x), flat, values, axis)`, fed as TorchAir's own `index_add` converter
+  feeds it (int32 indices, a copy of x); without: `ScatterElements(x, flat broadcast, values, axis)`
+  (repeated indices: the NPU's pick, unspecified as in torch); then reshaped back.
 - `torch.sym_max` / `torch.sym_min` (size arithmetic in the FX graph, not aten ops): TorchAir lowers
   operator.add/sub/mul/floordiv/... (builtin_converters.py) but not these; sliding-window attention
   (Mistral, Gemma2) computes `max(0, cache_length - window)` with `dynamic=True`. Lowered like
@@ -157,30 +159,42 @@ def _index_put(torchair: Any) -> Callable:
         utils = importlib.import_module(f"{torchair.__name__}._ge_concrete_graph.utils")
         int32, const = graph_module.DataType.DT_INT32, graph_module.Const
         positions = [i for i, index in enumerate(indices) if index is not None]
-        if len(positions) != 1 or indices[positions[0]].dtype in (graph_module.DataType.DT_BOOL,
-                                                                  graph_module.DataType.DT_UINT8):
+        if (not positions or positions != list(range(positions[0], positions[-1] + 1))
+                or any(indices[i].dtype in (graph_module.DataType.DT_BOOL, graph_module.DataType.DT_UINT8)
+                       for i in positions)):
             raise NotImplementedError(
-                "aten.index_put: op_plugin lowers one integer index tensor after any number of ':' "
-                f"(x[..., idx] = v, and the backward of x[..., idx]); got indices {indices}")
-        axis, rank = positions[0], self.rank
-        # int32 indices as TorchAir's index_add converter feeds InplaceIndexAdd (the NPU kernel
-        # splits an int64 into two int32)
-        index = utils.dtype_promote(indices[axis], target_dtype=int32)
+                "aten.index_put: op_plugin lowers integer index tensors on adjacent dims after any number "
+                f"of ':' (x[:, i, j] = v, and the backward of x[:, i, j]); got indices {indices}")
+        axis, count, rank = positions[0], len(positions), self.rank
         shape = ge.Shape(self, dtype=int32)
-        flat = ge.Reshape(index, const([-1]))
-        flat = ge.SelectV2(ge.Less(flat, const(0, dtype=int32)), ge.Add(flat, ge.Gather(shape, axis)), flat)
+        # the indexed dims merged into one: flat = ((i0 * s1) + i1) * s2 + ..., each index wrapped
+        # when negative; int32 as TorchAir's index_add converter feeds InplaceIndexAdd (the NPU
+        # kernel splits an int64 into two int32). Add/Mul broadcast the indices together.
+        flat = None
+        for dim in positions:
+            size = ge.Gather(shape, dim)
+            index = utils.dtype_promote(indices[dim], target_dtype=int32)
+            index = ge.SelectV2(ge.Less(index, const(0, dtype=int32)), ge.Add(index, size), index)
+            flat = index if flat is None else ge.Add(ge.Mul(flat, size), index)
         lead = [ge.Gather(shape, const(list(range(axis)), dtype=int32))] if axis else []
-        trail = [ge.Gather(shape, const(list(range(axis + 1, rank)), dtype=int32))] if axis + 1 < rank else []
-        # aten broadcasts values to the indexed shape: self.shape[:axis] + index.shape + self.shape[axis+1:]
-        indexed = lead + [ge.Shape(index, dtype=int32)] + trail
-        values = ge.BroadcastTo(values, ge.ConcatV2(indexed, const(0), N=len(indexed)))
-        per_axis = lead + [const([-1], dtype=int32)] + trail
-        values = ge.Reshape(values, ge.ConcatV2(per_axis, const(0), N=len(per_axis)))
+        trail = ([ge.Gather(shape, const(list(range(axis + count, rank)), dtype=int32))]
+                 if axis + count < rank else [])
+        merged = lead + [const([-1], dtype=int32)] + trail
+        merged = ge.ConcatV2(merged, const(0), N=len(merged))
+        # aten broadcasts values to the indexed shape: self.shape[:axis] + indices' shape + the rest
+        indexed = lead + [ge.Shape(flat, dtype=int32)] + trail
+        values = ge.Reshape(ge.BroadcastTo(values, ge.ConcatV2(indexed, const(0), N=len(indexed))), merged)
+        flat = ge.Reshape(flat, const([-1]))
+        target = ge.Reshape(self, merged)
         if accumulate:
             # InplaceIndexAdd updates its input: a copy first, as TorchAir's index_add does
-            return ge.InplaceIndexAdd(ge.TensorMove(self), flat, values, None, axis=axis)
-        spread = ge.Reshape(flat, const([1] * axis + [-1] + [1] * (rank - axis - 1)))
-        return ge.ScatterElements(self, ge.BroadcastTo(spread, ge.Shape(values, dtype=int32)), values, axis=axis)
+            result = ge.InplaceIndexAdd(ge.TensorMove(target), flat, values, None, axis=axis)
+        else:
+            out_rank = rank - count + 1
+            spread = ge.Reshape(flat, const([1] * axis + [-1] + [1] * (out_rank - axis - 1)))
+            result = ge.ScatterElements(target, ge.BroadcastTo(spread, ge.Shape(values, dtype=int32)), values,
+                                        axis=axis)
+        return ge.Reshape(result, shape)
 
     return convert
 
@@ -197,6 +211,7 @@ ATEN_CONVERTERS = {
     torch.ops.aten.eye.m: _eye,
     torch.ops.aten.index_put.default: _index_put,
     torch.ops.aten.index_put.hacked_twin: _index_put,
+    torch.ops.aten._unsafe_index_put.default: _index_put,
     torch.sym_max: _sym_extreme(max, "Maximum"),
     torch.sym_min: _sym_extreme(min, "Minimum"),
 }
