@@ -201,7 +201,8 @@ def _beit():
 
 def _bit():
     from transformers import BitConfig, BitModel
-    return BitModel(BitConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="preactivation", num_groups=4))
+    return BitModel(BitConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="preactivation",
+                              num_groups=4))
 
 
 def _images(size):
@@ -243,16 +244,16 @@ ZOO = {
         ZooModel("vit", _seeded(_vit), _images(32), IMAGE_SIZES, "vision", _class_labels),
         ZooModel("wav2vec2", _seeded(_wav2vec2), _audio, AUDIO_SIZES, "audio"),
         ZooModel("whisper_encoder", _seeded(_whisper_encoder), _mel, IMAGE_SIZES, "audio"),
-        ZooModel("resnet", _seeded(_resnet), _images(32), IMAGE_SIZES, "cnn"),
-        ZooModel("mobilenet_v2", _bn_calibrated(_mobilenet_v2, 32), _images(32), IMAGE_SIZES, "cnn"),
-        ZooModel("efficientnet", _bn_calibrated(_efficientnet, 32), _images(32), IMAGE_SIZES, "cnn"),
-        ZooModel("pp_lcnet", _bn_calibrated(_pp_lcnet, 64), _images(64), IMAGE_SIZES, "cnn"),
-        ZooModel("convnext", _seeded(_convnext), _images(32), IMAGE_SIZES, "cnn"),
-        ZooModel("bart", _seeded(_bart), _token_inputs, HEAD_SIZES, "encoder-decoder"),
-        ZooModel("xlnet", _seeded(_xlnet), _token_inputs, TEXT_SIZES, "encoder"),
-        ZooModel("deberta_v2", _seeded(_deberta_v2), _token_inputs, TEXT_SIZES, "encoder"),
-        ZooModel("mistral", _seeded(_mistral), _token_inputs, TEXT_SIZES, "decoder"),
-        ZooModel("beit", _seeded(_beit), _images(32), IMAGE_SIZES, "vision"),
-        ZooModel("bit", _seeded(_bit), _images(32), IMAGE_SIZES, "cnn"),
+        ZooModel("resnet", _seeded(_resnet), _images(32), IMAGE_SIZES, "cnn", _class_labels),
+        ZooModel("mobilenet_v2", _bn_calibrated(_mobilenet_v2, 32), _images(32), IMAGE_SIZES, "cnn", _class_labels),
+        ZooModel("efficientnet", _bn_calibrated(_efficientnet, 32), _images(32), IMAGE_SIZES, "cnn", _class_labels),
+        ZooModel("pp_lcnet", _bn_calibrated(_pp_lcnet, 64), _images(64), IMAGE_SIZES, "cnn", _class_labels),
+        ZooModel("convnext", _seeded(_convnext), _images(32), IMAGE_SIZES, "cnn", _class_labels),
+        ZooModel("bart", _seeded(_bart), _token_inputs, HEAD_SIZES, "encoder-decoder", _class_labels),
+        ZooModel("xlnet", _seeded(_xlnet), _token_inputs, TEXT_SIZES, "encoder", _class_labels),
+        ZooModel("deberta_v2", _seeded(_deberta_v2), _token_inputs, TEXT_SIZES, "encoder", _class_labels),
+        ZooModel("mistral", _seeded(_mistral), _token_inputs, TEXT_SIZES, "decoder", _lm_labels),
+        ZooModel("beit", _seeded(_beit), _images(32), IMAGE_SIZES, "vision", _class_labels),
+        ZooModel("bit", _seeded(_bit), _images(32), IMAGE_SIZES, "cnn", _class_labels),
     )
 }

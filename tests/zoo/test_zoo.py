@@ -82,19 +82,37 @@ def test_inference_dynamic(name, request):
 
 def _loss(model, inputs, labels):
     out = model(**inputs)
-    # encoders without a head: cross-entropy on the first token's first features as class scores
-    logits = out.logits if hasattr(out, "logits") else out.last_hidden_state[:, 0, :3]
+    if hasattr(out, "logits"):
+        logits = out.logits
+    else:  # no head: the first token's (or the pooled image's) first features as class scores
+        features = out[0]
+        features = features.mean((2, 3)) if features.dim() == 4 else features
+        logits = (features[:, 0] if features.dim() == 3 else features)[..., :3]
     if logits.dim() == 3:
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
     return F.cross_entropy(logits, labels)
 
 
+def _train_mode_without_randomness(model):
+    """model.train() (batch statistics in BatchNorm, running statistics updated), with every dropout,
+    drop-path and layer-drop probability set to 0: eager and compiled cannot share a random stream."""
+    model.train()
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            module.p = 0.0
+        for attr, value in vars(module).items():
+            if "drop" in attr and isinstance(value, float):
+                setattr(module, attr, 0.0)
+    return model
+
+
 @pytest.mark.parametrize("name", sorted(n for n, m in ZOO.items() if m.labels is not None))
 def test_training_step(name, request):
-    """Forward + cross-entropy + backward: loss and every parameter's gradient against eager."""
+    """Forward + cross-entropy + backward in train mode: loss, every parameter's gradient and every
+    buffer (BatchNorm running statistics) against eager."""
     _xfail_if_known(request, name, "train")
     m = ZOO[name]
-    model, reference = m.build(), m.build()
+    model, reference = (_train_mode_without_randomness(m.build()) for _ in range(2))
     batch, length = m.sizes[0]
     inputs = m.inputs(batch, length)
     labels = m.labels(inputs)
@@ -103,6 +121,8 @@ def test_training_step(name, request):
     expected = _loss(reference, inputs, labels)
     expected.backward()
     torch.testing.assert_close(loss, expected, atol=ATOL, rtol=0)
+    for (bname, b), c in zip(model.named_buffers(), reference.buffers()):
+        torch.testing.assert_close(b, c, atol=ATOL, rtol=0, msg=lambda s: f"buffer {bname}: {s}")
     for (pname, p), q in zip(model.named_parameters(), reference.parameters()):
         if q.grad is None:
             assert p.grad is None or not p.grad.any(), pname
