@@ -155,6 +155,33 @@ def test_weight_norm_parametrization_matches_eager(dim):
         torch.testing.assert_close(_compile(conv)(x), conv(x), atol=1e-5, rtol=1e-5)
 
 
+# --- one_hot ----------------------------------------------------------------------------------
+
+def _route(logits, k):
+    """Mixtral's router (experts_implementation="eager"): top-k experts, one-hot over experts."""
+    top = torch.topk(logits, k, dim=-1).indices
+    return F.one_hot(top, num_classes=logits.shape[-1]).permute(2, 1, 0).float() * 2
+
+
+def test_one_hot_traces_as_on_npu_and_matches_eager():
+    """torch's CPU decomposition adds aten._assert_async, which TorchAir cannot lower."""
+    torch.manual_seed(0)
+    for n in (6, 9, 12):
+        logits = torch.randn(n, 4)
+        torch.testing.assert_close(_compile(_route)(logits, 2), _route(logits, 2))
+    report = op_plugin.inspect(_route, torch.randn(6, 4), 2)
+    assert "Equal" in set(report.ge_op_types), report.ge_op_types
+
+
+def test_one_hot_without_num_classes_is_an_error_as_on_npu():
+    """dynamo runs such a call eagerly (its output shape depends on the data); a graph that still
+    holds one is refused as torch_npu's kernel refuses it."""
+    gm = torch.fx.symbolic_trace(lambda x: F.one_hot(x))
+    assert npu_dispatch.rewrite_for_npu(gm) == ["one_hot"]
+    with pytest.raises(OpPluginError, match="one_hot: torch_npu's kernel refuses num_classes=-1"):
+        gm(torch.tensor([0, 2, 1]))
+
+
 # --- op_plugin's aten converters --------------------------------------------------------------
 
 def test_true_divide_converters_installed_only_where_torchair_has_none():

@@ -19,6 +19,10 @@ lib/libtorch_npu.so has `wrapper_NPU_*`/`wrapper_AutogradNPU_*` for each):
   replaced. The branch depends on the SoC (`c10_npu::GetSocVersion()`), see `SOCS`.
 - `_weight_norm`: op_plugin/ops/opapi/WeightNormKernelNpuOpApi.cpp (NPU and AutogradNPU):
   `v.contiguous() * g.contiguous().div(norm_except_dim(v, 2, dim))`.
+- `one_hot`: op_plugin/ops/opapi/OneHotKernelNpuOpApi.cpp (NPU and AutogradNPU). On fake tensors
+  it returns `eq(self.unsqueeze(-1), arange(num_classes, long)).to(long)` and refuses
+  num_classes == -1; torch's CPU decomposition adds `aten._assert_async` range checks, which
+  TorchAir cannot lower (Mixtral's router, with experts_implementation="eager").
 
 A Python function dynamo keeps whole as one node (`F.multi_head_attention_forward`, called by
 `nn.MultiheadAttention`) calls SDPA inside, where AOT autograd would trace the CPU kernel; such a
@@ -165,9 +169,20 @@ def npu_weight_norm(v, g, dim=0):
     return v * g.contiguous().div(torch.norm_except_dim(v, 2, dim))
 
 
+def npu_one_hot(self, num_classes=-1):
+    """torch_npu's `one_hot` as it traces on fake tensors (OneHotKernelNpuOpApi.cpp)."""
+    if num_classes == -1:
+        raise OpPluginError(
+            "one_hot: torch_npu's kernel refuses num_classes=-1 while tracing (OneHotKernelNpuOpApi.cpp: "
+            "'FakeTensorMode does not support num_classes == -1.'), so an Ascend host fails too; pass num_classes")
+    index = torch.arange(num_classes, dtype=torch.long, device=self.device)
+    return torch.eq(self.unsqueeze(-1), index).to(torch.long)
+
+
 _SDPA_TARGETS = (torch._C._nn.scaled_dot_product_attention, torch.ops.aten.scaled_dot_product_attention.default,
                  torch.ops.aten.scaled_dot_product_attention)
 _WEIGHT_NORM_TARGETS = (torch._weight_norm, torch.ops.aten._weight_norm.default, torch.ops.aten._weight_norm)
+_ONE_HOT_TARGETS = (torch._C._nn.one_hot, torch.ops.aten.one_hot.default, torch.ops.aten.one_hot)
 
 
 # Fused fast paths dynamo records as one call, with no transcription here.
@@ -196,6 +211,8 @@ def _with_npu_globals(fn, soc):
             replacements[name] = functools.partial(npu_scaled_dot_product_attention, soc=soc)
         elif any(bound is t for t in _WEIGHT_NORM_TARGETS):
             replacements[name] = npu_weight_norm
+        elif any(bound is t for t in _ONE_HOT_TARGETS):
+            replacements[name] = npu_one_hot
     if not replacements:
         return None
     copy = types.FunctionType(fn.__code__, {**fn.__globals__, **replacements}, fn.__name__, fn.__defaults__,
@@ -227,6 +244,9 @@ def rewrite_for_npu(gm: torch.fx.GraphModule, soc: str = DEFAULT_SOC) -> list[st
         elif node.target in _WEIGHT_NORM_TARGETS:
             node.target = npu_weight_norm
             replaced.append("_weight_norm")
+        elif node.target in _ONE_HOT_TARGETS:
+            node.target = npu_one_hot
+            replaced.append("one_hot")
         elif isinstance(node.target, types.FunctionType) and not hasattr(node.target, "wrapped_for_npu"):
             copy = _with_npu_globals(node.target, soc)
             if copy is not None:
