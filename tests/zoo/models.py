@@ -193,6 +193,16 @@ def _mistral():
                                             sliding_window=4))
 
 
+def _mixtral_eager_experts():
+    """Mixture of experts with transformers' "eager" experts loop: the default "grouped_mm" path
+    is not lowered yet (docs/npu-faithful-lowering.md, "Not covered")."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+    config = MixtralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                           max_position_embeddings=64)
+    return MixtralForCausalLM._from_config(config, experts_implementation="eager")
+
+
 def _beit():
     from transformers import BeitConfig, BeitModel
     return BeitModel(BeitConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -253,6 +263,8 @@ ZOO = {
         ZooModel("xlnet", _seeded(_xlnet), _token_inputs, TEXT_SIZES, "encoder", _class_labels),
         ZooModel("deberta_v2", _seeded(_deberta_v2), _token_inputs, TEXT_SIZES, "encoder", _class_labels),
         ZooModel("mistral", _seeded(_mistral), _token_inputs, TEXT_SIZES, "decoder", _lm_labels),
+        ZooModel("mixtral_eager_experts", _seeded(_mixtral_eager_experts), _token_inputs, TEXT_SIZES, "decoder",
+                 _lm_labels),
         ZooModel("beit", _seeded(_beit), _images(32), IMAGE_SIZES, "vision", _class_labels),
         ZooModel("bit", _seeded(_bit), _images(32), IMAGE_SIZES, "cnn", _class_labels),
     )
