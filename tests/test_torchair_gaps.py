@@ -1,7 +1,8 @@
 """Where TorchAir lowers wrongly or not at all, what npugraph does instead (docs/npu-faithful-lowering.md):
 the view optimisation left off by default, and op_plugin's converters for `aten.eye`,
-`aten.clone(memory_format=channels_last)` and `_native_batch_norm_legit.no_stats`. Oracle: eager torch.
-Each case runs static and with dynamic=True over three sizes, with dynamo's frame counter."""
+`aten.clone(memory_format=channels_last)`, `_native_batch_norm_legit.no_stats`, `torch.sym_max/min`,
+`aten.index_put` / `_unsafe_index_put` and `convolution_backward` with one-element padding.
+Oracle: eager torch; static, and with dynamic=True over three sizes counting dynamo's frames."""
 import pytest
 import torch
 import torch._dynamo.testing
