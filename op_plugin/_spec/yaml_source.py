@@ -88,7 +88,13 @@ def _check_depth(text: str, file: str) -> None:
                                         f"lists and mappings are nested more than {MAX_DEPTH} deep")
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
-    except yaml.YAMLError:
+    except yaml.YAMLError as exc:
+        # PyYAML >= 6.0.4's scanner has its own limit (1000) and, scanning ahead, stops there
+        # before the events reach our count: the same refusal, in the same words
+        mark = getattr(exc, "problem_mark", None)
+        if "nesting depth" in str(getattr(exc, "problem", "") or ""):
+            raise YamlSpecError(Location(file, mark.line + 1 if mark else 1),
+                                f"lists and mappings are nested more than {MAX_DEPTH} deep") from None
         return  # reported with its line by the composer, which stops at the same place
 
 
