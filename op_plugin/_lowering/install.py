@@ -26,7 +26,7 @@ from .._base.handles import HandleGroup, RegistrationHandle
 from .._registry.library import op_overload
 from .._registry.load import add_load_hook
 from .._registry.op_state import OpState, Piece, add_piece_listener, loaded
-from .aten_converters import install_aten_converters
+from .aten_converters import install_aten_converters, install_library_converters
 from .converters import generated_converter, missing_mapping_converter
 from .numeric_corrections import install_numeric_corrections
 
@@ -84,11 +84,16 @@ def install_lowering(torchair: Any, op_hook: OpHook | None = None) -> None:
     """Register the GE converters of every YAML op on `torchair`, now and for later ops (once per process)."""
     global _installed
     if _installed is not None:
+        # a model library imported since (transformers' MoE op) gets its converters now
+        late = install_library_converters(_installed.torchair)
+        if len(late):
+            _installed.handles.add(late)
         return
     installation = _Installation(torchair, op_hook)
     done = HandleGroup("lowering installation")
     try:
         done.add(install_aten_converters(torchair))
+        done.add(install_library_converters(torchair))
         done.add(install_numeric_corrections(torchair))
         for st in loaded():
             done.add(installation.install_op(st))

@@ -149,6 +149,10 @@ EXTRA_SAMPLES = {
                       lambda: (torch.tensor([1, 2, 4, 5]), torch.tensor([0, 2]), _r(10, 3))),
     "add_rms_norm": (lambda a, b, g: torch.ops.npu.npu_add_rms_norm(a, b, g, 1e-5)[0],
                      lambda: (_r(2, 8, grad=False), _r(2, 8, grad=False), _r(8, grad=False))),
+    "histc": (lambda x: torch.histc(x, bins=4, min=-1, max=1), lambda: (_r(10, grad=False),)),
+    "grouped_mm": (lambda x, w, o: F.grouped_mm(x, w, offs=o),
+                   lambda: (_r(6, 8, dtype=torch.bfloat16, grad=False), _r(2, 8, 8, dtype=torch.bfloat16, grad=False),
+                            torch.tensor([2, 6], dtype=torch.int32))),
 }
 
 

@@ -193,14 +193,32 @@ def _mistral():
                                             sliding_window=4))
 
 
+def _mixtral_config():
+    from transformers import MixtralConfig
+    return MixtralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                         max_position_embeddings=64)
+
+
+def _mixtral():
+    """Mixture of experts with transformers' default experts implementation ("grouped_mm": histc and
+    grouped matmuls, float32 through transformers' grouped_mm_fallback op)."""
+    from transformers import MixtralForCausalLM
+    return MixtralForCausalLM(_mixtral_config())
+
+
 def _mixtral_eager_experts():
-    """Mixture of experts with transformers' "eager" experts loop: the default "grouped_mm" path
-    is not lowered yet (docs/npu-faithful-lowering.md, "Not covered")."""
-    from transformers import MixtralConfig, MixtralForCausalLM
-    config = MixtralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
-                           max_position_embeddings=64)
-    return MixtralForCausalLM._from_config(config, experts_implementation="eager")
+    """The same with transformers' "eager" experts loop (F.one_hot routing, data-dependent graph breaks)."""
+    from transformers import MixtralForCausalLM
+    return MixtralForCausalLM._from_config(_mixtral_config(), experts_implementation="eager")
+
+
+def _qwen2_moe():
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+    return Qwen2MoeForCausalLM(Qwen2MoeConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, moe_intermediate_size=32,
+        shared_expert_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        num_experts=4, num_experts_per_tok=2, max_position_embeddings=64))
 
 
 def _beit():
@@ -263,6 +281,8 @@ ZOO = {
         ZooModel("xlnet", _seeded(_xlnet), _token_inputs, TEXT_SIZES, "encoder", _class_labels),
         ZooModel("deberta_v2", _seeded(_deberta_v2), _token_inputs, TEXT_SIZES, "encoder", _class_labels),
         ZooModel("mistral", _seeded(_mistral), _token_inputs, TEXT_SIZES, "decoder", _lm_labels),
+        ZooModel("mixtral", _seeded(_mixtral), _token_inputs, TEXT_SIZES, "decoder", _lm_labels),
+        ZooModel("qwen2_moe", _seeded(_qwen2_moe), _token_inputs, TEXT_SIZES, "decoder", _lm_labels),
         ZooModel("mixtral_eager_experts", _seeded(_mixtral_eager_experts), _token_inputs, TEXT_SIZES, "decoder",
                  _lm_labels),
         ZooModel("beit", _seeded(_beit), _images(32), IMAGE_SIZES, "vision", _class_labels),
