@@ -39,6 +39,7 @@ at install time). docs/npu-faithful-lowering.md lists them.
   `InplaceIndexAdd(TensorMove(x), flat, values, axis)`, fed as TorchAir's own `index_add` converter
   feeds it (int32 indices, a copy of x); without: `ScatterElements(x, flat broadcast, values, axis)`
   (repeated indices: the NPU's pick, unspecified as in torch); then reshaped back.
+- `aten.histc`, `aten._grouped_mm` (mixture of experts): moe_converters.py.
 - `torch.sym_max` / `torch.sym_min` (size arithmetic in the FX graph, not aten ops): TorchAir lowers
   operator.add/sub/mul/floordiv/... (builtin_converters.py) but not these; sliding-window attention
   (Mistral, Gemma2) computes `max(0, cache_length - window)` with `dynamic=True`. Lowered like
@@ -79,8 +80,11 @@ from typing import Any
 
 import torch
 
-from .._base.handles import HandleGroup, RegistrationHandle
-from ._converter_slots import is_not_implemented_stub, replace_converter, torchair_converter
+from .._base.handles import HandleGroup
+from ._converter_slots import (
+    is_not_implemented_stub, raw_ge_ops, replace_converter, torchair_converter, torchair_lowers,
+)
+from .moe_converters import grouped_mm, histc
 
 
 def _same_args(*args, **kwargs):
@@ -109,11 +113,6 @@ def _alias_of(target: Any, translate: Callable = _same_args) -> Callable[[Any], 
 
 def _norm_as_vector_norm(self, p=None, dim=None, keepdim=False, dtype=None):
     return (self, 2 if p is None else p, dim, keepdim), {"dtype": dtype}
-
-
-def raw_ge_ops(torchair: Any) -> Any:
-    """TorchAir's GE op builders generated from CANN's REG_OP prototypes (imported when first lowering)."""
-    return importlib.import_module(f"{torchair.__name__}._ge_concrete_graph.auto_generated_ge_raw_ops")
 
 
 def _silu_backward(torchair: Any) -> Callable:
@@ -199,80 +198,6 @@ def _index_put(torchair: Any) -> Callable:
     return convert
 
 
-def _histc(torchair: Any) -> Callable:
-    def convert(self, bins=100, min=0, max=0, meta_outputs=None):  # noqa: A002 (aten's names)
-        graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
-        data_type, cast = graph_module.DataType, graph_module.Cast
-        x = self if self.dtype in (data_type.DT_FLOAT, data_type.DT_FLOAT16, data_type.DT_INT32) else \
-            cast(self, dst_type=data_type.DT_FLOAT)  # Histogram takes float16/float32/int32
-        counts = raw_ge_ops(torchair).Histogram(x, bins=bins, min=float(min), max=float(max))
-        return cast(counts, dst_type=meta_outputs.dtype) if counts.dtype != meta_outputs.dtype else counts
-
-    return convert
-
-
-def _grouped_mm(torchair: Any) -> Callable:
-    """x (M, K) times one (K, N) weight per group of x's rows, groups ending at `offs` (cumulative)."""
-    def convert(self, mat2, offs=None, bias=None, out_dtype=None, meta_outputs=None):
-        if self.rank != 2 or mat2.rank != 3 or offs is None:
-            raise NotImplementedError(
-                "grouped mm: op_plugin lowers a 2-D input by a 3-D (groups, K, N) weight with offsets "
-                f"(mixture-of-experts); got ranks {self.rank} and {mat2.rank}, offs {'given' if offs is not None else None}")
-        graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
-        if out_dtype is not None and graph_module.torch_dtype_value_to_ge_type(out_dtype) != self.dtype:
-            raise NotImplementedError("grouped mm: an out_dtype other than the input's is a quantised case")
-        if bias is not None:
-            raise NotImplementedError("grouped mm: a bias is not lowered (transformers adds it after the call)")
-        return _gmm(torchair, self, mat2, offs, group_type=0, dtype=self.dtype)
-
-    return convert
-
-
-def _gmm(torchair: Any, x, weight, group_list, group_type, dtype):
-    """GE GroupedMatmul as TorchAir's npu_grouped_matmul converter builds it for a non-quantised
-    single-tensor call (empty lists filled as it fills them), split_item 3, cumulative group_list.
-    `dtype`: x's GE dtype (a Transpose's output does not carry one yet)."""
-    ge = raw_ge_ops(torchair)
-    graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
-    data_type, const = graph_module.DataType, graph_module.Const
-
-    def empty(dtype):
-        return [ge.Fill(const([0], dtype=data_type.DT_INT32), graph_module.Cast(0.0, dst_type=dtype))]
-
-    gmm = importlib.import_module(f"{torchair.__name__}._ge_concrete_graph.dynamic_output_ops").GroupedMatmul
-    bias = empty(data_type.DT_FLOAT if dtype == data_type.DT_BF16 else dtype)
-    outputs = gmm([x], [weight], bias, empty(data_type.DT_UINT64), empty(data_type.DT_FLOAT),
-                  empty(data_type.DT_FLOAT16), empty(data_type.DT_FLOAT16),
-                  graph_module.Cast(group_list, dst_type=data_type.DT_INT64), None, split_item=3, dtype=-1,
-                  transpose_weight=False, transpose_x=False, group_type=group_type, group_list_type=0, act_type=0)
-    return outputs[0]
-
-
-def _grouped_mm_fallback_backward(torchair: Any) -> Callable:
-    """d input: each group's rows of grad times its weight transposed (rows grouped, as the forward);
-    d weight: input^T times grad with the token axis grouped (GroupedMatmul group_type 2, as torch_npu's
-    gmm backward computes the weight gradient)."""
-    def convert(input, weight, offs, grad_output, meta_outputs=None):  # noqa: A002 (the op's names)
-        ge = raw_ge_ops(torchair)
-        const = importlib.import_module(f"{torchair.__name__}.ge._ge_graph").Const
-        grad_input = _gmm(torchair, grad_output, ge.Transpose(weight, const([0, 2, 1])), offs, group_type=0,
-                          dtype=grad_output.dtype)
-        grad_weight = _gmm(torchair, ge.Transpose(input, const([1, 0])), grad_output, offs, group_type=2,
-                           dtype=input.dtype)
-        return grad_input, grad_weight
-
-    return convert
-
-
-def _grouped_mm_fallback(torchair: Any) -> Callable:
-    lowering = _grouped_mm(torchair)
-
-    def convert(input, weight, offs, meta_outputs=None):  # noqa: A002 (the op's names)
-        return lowering(input, weight, offs, meta_outputs=meta_outputs)
-
-    return convert
-
-
 # op -> factory of op_plugin's converter (given the host's TorchAir).
 ATEN_CONVERTERS = {
     torch.ops.aten.true_divide.Tensor: _alias_of(torch.ops.aten.div.Tensor),
@@ -286,8 +211,8 @@ ATEN_CONVERTERS = {
     torch.ops.aten.index_put.default: _index_put,
     torch.ops.aten.index_put.hacked_twin: _index_put,
     torch.ops.aten._unsafe_index_put.default: _index_put,
-    torch.ops.aten.histc.default: _histc,
-    torch.ops.aten._grouped_mm.default: _grouped_mm,
+    torch.ops.aten.histc.default: histc,
+    torch.ops.aten._grouped_mm.default: grouped_mm,
     torch.sym_max: _sym_extreme(max, "Maximum"),
     torch.sym_min: _sym_extreme(min, "Minimum"),
 }
@@ -373,41 +298,6 @@ COMPLETIONS = {
     torch.ops.aten._native_batch_norm_legit.no_stats: _batch_norm_no_stats,
     torch.ops.aten.convolution_backward.default: _convolution_backward,
 }
-
-
-# Ops a model library registers when its module is imported, possibly after the first compile:
-# (namespace, name) -> factory; install_library_converters adds each once it exists.
-LIBRARY_CONVERTERS = {
-    ("transformers", "grouped_mm_fallback"): _grouped_mm_fallback,
-    ("transformers", "grouped_mm_fallback_backward"): _grouped_mm_fallback_backward,
-}
-_library_handles: dict[tuple[str, str], RegistrationHandle] = {}
-
-
-def install_library_converters(torchair: Any) -> HandleGroup:
-    """Register op_plugin's converter for each library op of LIBRARY_CONVERTERS that exists by now
-    (and is not installed already, nor lowered by TorchAir itself)."""
-    group = HandleGroup("op_plugin's converters of library ops")
-    for key, factory in LIBRARY_CONVERTERS.items():
-        installed = _library_handles.get(key)
-        if installed is not None and not installed.destroyed:
-            continue
-        namespace, name = key
-        try:
-            op = getattr(getattr(torch.ops, namespace), name).default
-        except (AttributeError, RuntimeError):
-            continue  # the library is not imported (yet)
-        if torchair_lowers(op):
-            continue
-        _library_handles[key] = group.add(replace_converter(torchair, op, factory(torchair),
-                                                           f"op_plugin's converter of {op}"))
-    return group
-
-
-def torchair_lowers(op: Any) -> bool:
-    """TorchAir has a converter for `op` that does more than raise NotImplementedError."""
-    fn = torchair_converter(op)
-    return fn is not None and not is_not_implemented_stub(fn)
 
 
 def install_aten_converters(torchair: Any) -> HandleGroup:

@@ -26,7 +26,8 @@ from .._base.handles import HandleGroup, RegistrationHandle
 from .._registry.library import op_overload
 from .._registry.load import add_load_hook
 from .._registry.op_state import OpState, Piece, add_piece_listener, loaded
-from .aten_converters import install_aten_converters, install_library_converters
+from .aten_converters import install_aten_converters
+from .moe_converters import install_library_converters
 from .converters import generated_converter, missing_mapping_converter
 from .numeric_corrections import install_numeric_corrections
 

@@ -35,7 +35,7 @@ import torch
 
 from .._base.handles import HandleGroup
 from ._converter_slots import replace_converter, torchair_converter
-from .aten_converters import raw_ge_ops
+from ._converter_slots import raw_ge_ops
 
 _keep_torchair = contextvars.ContextVar("op_plugin_keep_torchair_lowering", default=False)
 

@@ -1,5 +1,5 @@
 """Mixture-of-experts lowering: aten.histc -> Histogram, aten._grouped_mm and transformers'
-grouped_mm_fallback -> GroupedMatmul (kernels/grouped.py, op_plugin/_lowering/aten_converters.py).
+grouped_mm_fallback -> GroupedMatmul (kernels/grouped.py, op_plugin/_lowering/moe_converters.py).
 Oracles: per-group matmuls written here, hand-counted histograms, eager torch."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from op_plugin._lowering import aten_converters
+from op_plugin._lowering import moe_converters
 from op_plugin._simulator.kernels import lookup_kernel
 
 from test_kernels_shape import check_compiled
@@ -84,7 +84,8 @@ def test_quantised_grouped_matmul_is_refused(ge_ir):
 
 
 @pytest.mark.parametrize("values,bins,low,high,counts", [
-    ([-2.0, -1.0, 0.0, 0.5, 1.0, 3.0], 4, -1.0, 1.0, [1, 0, 1, 2]),   # outside [min, max] not counted, max in the last bin
+    # outside [min, max] not counted, max in the last bin
+    ([-2.0, -1.0, 0.0, 0.5, 1.0, 3.0], 4, -1.0, 1.0, [1, 0, 1, 2]),
     ([1.0, 2.0, 3.0, 4.0], 3, 0.0, 0.0, [1, 1, 2]),                   # min == max: the data's own range
 ])
 def test_histogram_counts(ge_ir, values, bins, low, high, counts):
@@ -109,12 +110,12 @@ def test_a_library_op_imported_after_the_first_compile_gets_its_converter(monkey
         lib.impl("twice", lambda x: torch.empty_like(x), "Meta")
 
         def factory(torchair):
-            return lambda x, meta_outputs=None: aten_converters.raw_ge_ops(torchair).Muls(x, value=2.0)
+            return lambda x, meta_outputs=None: moe_converters.raw_ge_ops(torchair).Muls(x, value=2.0)
 
-        monkeypatch.setitem(aten_converters.LIBRARY_CONVERTERS, ("op_plugin_late_lib", "twice"), factory)
+        monkeypatch.setitem(moe_converters.LIBRARY_CONVERTERS, ("op_plugin_late_lib", "twice"), factory)
         check_compiled(lambda x: torch.ops.op_plugin_late_lib.twice(x) + 1, (torch.randn(3),), "Muls")
     finally:
-        handle = aten_converters._library_handles.pop(("op_plugin_late_lib", "twice"), None)
+        handle = moe_converters._library_handles.pop(("op_plugin_late_lib", "twice"), None)
         if handle is not None:
             handle.destroy()
         lib._destroy()
