@@ -5,8 +5,8 @@ converter function, which therefore is `wrapper.__wrapped__`). `replace_converte
 through TorchAir's own `register_fx_node_ge_converter` and returns a handle that puts TorchAir's
 back (only if ours is still the one in place). `is_not_implemented_stub` tells a converter that
 exists from one that only raises NotImplementedError (TorchAir generates such stubs for most aten
-ops it does not lower); `torchair_lowers` combines the two; `raw_ge_ops` is TorchAir's module of GE
-op builders that op_plugin's converters build with.
+ops it does not lower); `torchair_lowers` combines the two. `raw_ge_ops` and `ge_graph` are the
+TorchAir modules of GE op builders and graph values that op_plugin's converters build with.
 """
 from __future__ import annotations
 
@@ -72,6 +72,11 @@ def replace_converter(torchair: Any, op: Any, fn: Callable, description: str) ->
 def raw_ge_ops(torchair: Any) -> Any:
     """TorchAir's GE op builders generated from CANN's REG_OP prototypes (imported when first lowering)."""
     return importlib.import_module(f"{torchair.__name__}._ge_concrete_graph.auto_generated_ge_raw_ops")
+
+
+def ge_graph(torchair: Any) -> Any:
+    """TorchAir's GE graph module (Tensor, Const, Cast, DataType) that converters build with."""
+    return importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
 
 
 def torchair_lowers(op: Any) -> bool:

@@ -82,7 +82,7 @@ import torch
 
 from .._base.handles import HandleGroup
 from ._converter_slots import (
-    is_not_implemented_stub, raw_ge_ops, replace_converter, torchair_converter, torchair_lowers,
+    ge_graph, is_not_implemented_stub, raw_ge_ops, replace_converter, torchair_converter, torchair_lowers,
 )
 from .moe_converters import grouped_mm, histc
 
@@ -127,7 +127,7 @@ def _eye(torchair: Any) -> Callable:
     def convert(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None, meta_outputs=None):
         del dtype, layout, device, pin_memory  # the dtype is meta_outputs'; the rest do not change the graph
         ge = raw_ge_ops(torchair)
-        graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+        graph_module = ge_graph(torchair)
         arange = torchair_converter(torch.ops.aten.arange.default)
         rows = ge.Unsqueeze(arange(n, dtype=torch.int64, meta_outputs=None), axes=[1])
         cols = ge.Unsqueeze(arange(n if m is None else m, dtype=torch.int64, meta_outputs=None), axes=[0])
@@ -139,7 +139,7 @@ def _eye(torchair: Any) -> Callable:
 def _sym_extreme(python_fn: Callable, ge_type: str) -> Callable[[Any], Callable]:
     def factory(torchair: Any) -> Callable:
         def convert(a, b, meta_outputs=None):
-            graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+            graph_module = ge_graph(torchair)
             if not isinstance(a, graph_module.Tensor) and not isinstance(b, graph_module.Tensor):
                 return python_fn(a, b)
             utils = importlib.import_module(f"{torchair.__name__}._ge_concrete_graph.utils")
@@ -154,7 +154,7 @@ def _sym_extreme(python_fn: Callable, ge_type: str) -> Callable[[Any], Callable]
 def _index_put(torchair: Any) -> Callable:
     def convert(self, indices, values, accumulate=False, meta_outputs=None):
         ge = raw_ge_ops(torchair)
-        graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+        graph_module = ge_graph(torchair)
         utils = importlib.import_module(f"{torchair.__name__}._ge_concrete_graph.utils")
         int32, const = graph_module.DataType.DT_INT32, graph_module.Const
         positions = [i for i, index in enumerate(indices) if index is not None]
@@ -220,7 +220,7 @@ ATEN_CONVERTERS = {
 
 def _constant_pad_nd(torchair: Any, original: Callable) -> Callable:
     def convert(self, pad, value=0, meta_outputs=None):
-        graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+        graph_module = ge_graph(torchair)
         if not isinstance(pad, graph_module.Tensor):
             return original(self, pad, value, meta_outputs=meta_outputs)
         ge = raw_ge_ops(torchair)
@@ -261,7 +261,7 @@ def _batch_norm_no_stats(torchair: Any, original: Callable) -> Callable:
         if not training or platform.is_arch35():
             return original(input, weight, bias, training, momentum, eps, meta_outputs=meta_outputs)
         ge = raw_ge_ops(torchair)
-        graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+        graph_module = ge_graph(torchair)
         channels = ge.Gather(ge.Shape(input, dtype=graph_module.DataType.DT_INT32), 1)
         running_mean = ge.Fill(channels, graph_module.Cast(0.0, dst_type=input.dtype))
         running_var = ge.Fill(channels, graph_module.Cast(1.0, dst_type=input.dtype))

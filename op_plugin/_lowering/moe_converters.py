@@ -26,12 +26,12 @@ from typing import Any
 import torch
 
 from .._base.handles import HandleGroup, RegistrationHandle
-from ._converter_slots import raw_ge_ops, replace_converter, torchair_lowers
+from ._converter_slots import ge_graph, raw_ge_ops, replace_converter, torchair_lowers
 
 
 def histc(torchair: Any) -> Callable:
     def convert(self, bins=100, min=0, max=0, meta_outputs=None):  # noqa: A002 (aten's names)
-        graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+        graph_module = ge_graph(torchair)
         data_type, cast = graph_module.DataType, graph_module.Cast
         x = self if self.dtype in (data_type.DT_FLOAT, data_type.DT_FLOAT16, data_type.DT_INT32) else \
             cast(self, dst_type=data_type.DT_FLOAT)  # Histogram takes float16/float32/int32
@@ -49,7 +49,7 @@ def grouped_mm(torchair: Any) -> Callable:
                 "grouped mm: op_plugin lowers a 2-D input by a 3-D (groups, K, N) weight with offsets "
                 f"(mixture of experts); got ranks {self.rank} and {mat2.rank}, offs "
                 f"{'given' if offs is not None else None}")
-        graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+        graph_module = ge_graph(torchair)
         if out_dtype is not None and graph_module.torch_dtype_value_to_ge_type(out_dtype) != self.dtype:
             raise NotImplementedError("grouped mm: an out_dtype other than the input's is a quantised case")
         if bias is not None:
@@ -64,7 +64,7 @@ def _gmm(torchair: Any, x, weight, group_list, group_type, dtype):
     single-tensor call (empty lists filled as it fills them), split_item 3, cumulative group_list.
     `dtype`: x's GE dtype (a Transpose's output does not carry one yet)."""
     ge = raw_ge_ops(torchair)
-    graph_module = importlib.import_module(f"{torchair.__name__}.ge._ge_graph")
+    graph_module = ge_graph(torchair)
     data_type, const = graph_module.DataType, graph_module.Const
 
     def empty(dtype):
@@ -85,7 +85,7 @@ def _grouped_mm_fallback_backward(torchair: Any) -> Callable:
     gmm backward computes the weight gradient)."""
     def convert(input, weight, offs, grad_output, meta_outputs=None):  # noqa: A002 (the op's names)
         ge = raw_ge_ops(torchair)
-        const = importlib.import_module(f"{torchair.__name__}.ge._ge_graph").Const
+        const = ge_graph(torchair).Const
         grad_input = _gmm(torchair, grad_output, ge.Transpose(weight, const([0, 2, 1])), offs, group_type=0,
                           dtype=grad_output.dtype)
         grad_weight = _gmm(torchair, ge.Transpose(input, const([1, 0])), grad_output, offs, group_type=2,
