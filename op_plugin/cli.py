@@ -285,7 +285,7 @@ def _compare(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    options = {"torchair_gelu": True} if args.torchair_gelu else {}
+    options = {name: True for name in ("torchair_gelu", "torchair_view_optimize") if getattr(args, name)}
     report = op_plugin.compare(model, *inputs, dynamic=args.dynamic, backward=not args.no_backward, **options)
     print(report)
     if args.json:
@@ -376,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-backward", action="store_true", help="compare the forward graph only")
     p.add_argument("--torchair-gelu", action="store_true",
                    help="keep TorchAir's gelu lowering verbatim (GE Gelu, tanh form) instead of GeluV2")
+    p.add_argument("--torchair-view-optimize", action="store_true",
+                   help="turn on TorchAir's view optimisation, which npugraph leaves off (it can drop a "
+                        "transpose before a reshape; docs/npu-faithful-lowering.md)")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON")
     p.add_argument("--picture", metavar="FILE", help="draw the GE graph coloured by error (FILE.svg or .png)")
     p.add_argument("--dumps", nargs=2, metavar=("DIR_A", "DIR_B"),

@@ -96,3 +96,27 @@ def test_compare_cli_json_and_picture(tmp_path):
     assert "tanh approximation" in gelu.stdout
     assert (tmp_path / "gelu.dot").exists()
     assert "#ce93d8" in (tmp_path / "gelu.dot").read_text()  # coloured as a known difference
+
+
+VIEW_MODEL = '''
+import torch
+
+class TransposeBackThenReshape(torch.nn.Module):
+    def forward(self, x):
+        y = x.transpose(1, 3) + 1
+        return y.transpose(1, 3).reshape(-1, 3) * 2
+
+def make():
+    torch.manual_seed(0)
+    return TransposeBackThenReshape(), (torch.randn(2, 3, 4, 5),)
+'''
+
+
+def test_compare_cli_shows_what_torchair_view_optimisation_gets_wrong(tmp_path):
+    (tmp_path / "view_model.py").write_text(VIEW_MODEL)
+    clean = _cli("compare", "view_model:make", "--no-backward", cwd=tmp_path)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    broken = _cli("compare", "view_model:make", "--no-backward", "--torchair-view-optimize", "--json", "view.json",
+                  cwd=tmp_path)
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert json.loads((tmp_path / "view.json").read_text())["first_divergent"] == "mul"
