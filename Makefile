@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	# The CPU simulator: torch-npu (pinned) unpacked beside the environment, never pip-installed
 	# into it (that would make `import torch` try to load the NPU runtime).
-	$(PY) -m op_plugin._simulator.install
+	$(PY) -m op_plugin._simulator.hosting.install
 	# Graphviz's `dot` renders `op-plugin inspect` pictures (Debian package graphviz); without it
 	# inspect still prints the graphs and writes the .dot file.
 	command -v dot >/dev/null || (apt-get update && apt-get install -y --no-install-recommends graphviz) \

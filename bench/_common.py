@@ -168,7 +168,7 @@ def versions() -> dict:
 
     torch_npu = "not unpacked"
     try:
-        from op_plugin._simulator import install as _install
+        from op_plugin._simulator.hosting import install as _install
 
         folder = _install.simulator_dir()
         found = _install._unpacked_version(folder)

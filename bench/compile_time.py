@@ -38,8 +38,8 @@ BACKENDS = ("aot_eager", "npugraph")
 GOAL = 1.15
 PHASES = ("dynamo", "aot", "backend_setup", "torchair_lowering", "ge_load", "graphplan_compile", "first_run", "other")
 _FX, _GE = "torchair/npu_fx_compiler.py", "torchair/_ge_concrete_graph/fx2ge_converter.py"
-_EXECUTOR, _LOWERING = "_simulator/executor/plan.py", "op_plugin/_lowering/install.py"
-_CUSTOM_OPS = "_simulator/custom_ops.py"
+_EXECUTOR, _LOWERING = "_simulator/interpreter/executor/plan.py", "op_plugin/_lowering/install.py"
+_CUSTOM_OPS = "_simulator/hosting/custom_ops.py"
 # Parts of the npugraph first call in the profile (indented rows nest in the row above).
 WHERE = {
     "TorchAir lowering (_NpuFxCompiler._gen_compiled_gm)": [(_FX, "_gen_compiled_gm")],
@@ -63,7 +63,7 @@ def _instrument_npugraph(phases: dict) -> None:
     import torchair.npu_fx_compiler as fx_compiler
     from torchair.core import _backend as torchair_backend
 
-    from op_plugin._simulator import executor as _ge_executor
+    from op_plugin._simulator.interpreter import executor as _ge_executor
 
     def wrap(owner, name, key, first_only=False):
         original = getattr(owner, name)

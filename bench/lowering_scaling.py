@@ -312,11 +312,11 @@ def run(quick: bool = False) -> dict:
             "columns": ["nodes", "as shipped us/node", "names in a set us/node", f"ratio vs the shipped {base}-node figure"],
             "rows": fix_rows})
         naming_growth = rows[4][3]
-        if naming_growth < 1.5:  # the simulator's set-backed name search (op_plugin/_simulator/torchair_fixes.py)
+        if naming_growth < 1.5:  # the simulator's set-backed name search (op_plugin/_simulator/hosting/torchair_fixes.py)
             result["notes"].append(
                 f"GE op naming stays flat ({rows[4][1]:.0f} -> {rows[4][2]:.0f} us/node between {mid} and {largest} "
                 "nodes): the simulator runs TorchAir's GeGraph.next_unique_name on a set "
-                "(op_plugin/_simulator/torchair_fixes.py; upstream fix: keep a set beside `op_name_list` in "
+                "(op_plugin/_simulator/hosting/torchair_fixes.py; upstream fix: keep a set beside `op_name_list` in "
                 "torchair/ge/_ge_graph.py). A size whose figure departs from its neighbours while its re-measured "
                 "figure in the diagnosis table does not is run-to-run spread, not growth.")
         else:

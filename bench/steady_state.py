@@ -21,8 +21,8 @@ FULL = {"cases": [(2, 2, 8), (6, 2, 8), (12, 2, 8), (12, 4, 64)], "warmup": 10, 
 QUICK = {"cases": [(1, 2, 8)], "warmup": 2, "rounds": 2, "calls_per_round": 3}
 BACKENDS = ("eager", "npugraph", "aot_eager")
 GOAL = 1.5
-EXECUTOR, CHECKS, CUSTOM_OPS, TORCHAIR = ("_simulator/executor/plan.py", "_simulator/executor/checks.py",
-                                       "_simulator/custom_ops.py", "torchair/")
+EXECUTOR, CHECKS, CUSTOM_OPS, TORCHAIR = ("_simulator/interpreter/executor/plan.py", "_simulator/interpreter/executor/checks.py",
+                                       "_simulator/hosting/custom_ops.py", "torchair/")
 # Parts of a steady npugraph call, outermost first; a row's time includes the rows indented below it.
 # Rows whose functions do not run (or no longer exist in the executor) are left out of the table.
 WHERE = {

@@ -78,7 +78,7 @@ def child(payload: dict) -> dict:
     torch.set_num_threads(payload["threads"])
     import op_plugin  # noqa: F401  (the npugraph backend)
     from op_plugin._simulator import load_torchair
-    from op_plugin._simulator.executor import plan as plan_module
+    from op_plugin._simulator.interpreter.executor import plan as plan_module
 
     load_torchair()
     if payload.get("memory"):

@@ -11,7 +11,7 @@ backend on the NPU. Anywhere else it goes to the simulator: the same TorchAir co
 with the same converters, and the GE executor runs the resulting GE graph on the CPU. There is no
 silent fallback: if neither is available, compiling fails with one line saying how to install.
 On the simulator, dynamo's graph is first made the one an Ascend host traces
-(`_simulator.npu_dispatch`); on both hosts the numeric corrections of TorchAir's lowering apply
+(`_simulator.npu.dispatch`); on both hosts the numeric corrections of TorchAir's lowering apply
 unless `torchair_gelu=True` (docs/npu-faithful-lowering.md).
 
 May import: `op_plugin._base`, `_lowering`, `_simulator` (only its lazily loaded names), torch.
@@ -76,7 +76,7 @@ class NpuGraphConfig:
         for name in ("torchair_gelu", "torchair_view_optimize"):
             if not isinstance(getattr(self, name), bool):
                 raise OpPluginError(f"npugraph: {name} must be True or False, got {getattr(self, name)!r}")
-        from ._simulator.npu_dispatch import check_soc  # light: torch only
+        from ._simulator.npu.dispatch import check_soc  # light: torch only
 
         check_soc(self.soc)
 
@@ -150,7 +150,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
                   force_simulator: bool = False) -> Callable:
     torchair, simulated = load_torchair_for_host(force_simulator)
     if simulated:
-        from ._simulator.npu_dispatch import rewrite_for_npu
+        from ._simulator.npu.dispatch import rewrite_for_npu
 
         rewrite_for_npu(gm, config.soc)  # trace what an Ascend host traces
     # On the simulator, custom GE types also need an IR prototype and an executor kernel.

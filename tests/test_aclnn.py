@@ -17,7 +17,7 @@ import op_plugin
 from op_plugin._registry import aclnn_kernel
 from op_plugin._registry.aclnn_abi import ACL_DTYPES, ACL_FORMAT_ND, AclnnError
 from op_plugin._registry.load import unload
-from op_plugin._simulator.install import simulator_dir
+from op_plugin._simulator.hosting.install import simulator_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 STUB = ROOT / "tests" / "data" / "aclnn_stub" / "aclnn_stub.cpp"

@@ -1,7 +1,7 @@
 """docs/ge-executor-ops.md lists exactly the GE op types the executor supports (generated page)."""
 from pathlib import Path
 
-from op_plugin._simulator.kernels import builtin_op_types
+from op_plugin._simulator.interpreter.kernels import builtin_op_types
 from op_plugin._tools.oplist import REGENERATE, STRUCTURAL, render_page, shipped_custom_types
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "ge-executor-ops.md"

@@ -148,8 +148,8 @@ def test_unload_takes_back_the_simulator_pieces_of_a_custom_ge_type(tmp_path):
     from op_plugin._registry import detach, find
     from op_plugin._registry.library import op_overload
     from op_plugin._registry.load import unload
-    from op_plugin._simulator.ir_registry import get_registered_ir_def
-    from op_plugin._simulator.kernels import lookup_kernel
+    from op_plugin._simulator.hosting.ir_registry import get_registered_ir_def
+    from op_plugin._simulator.interpreter.kernels import lookup_kernel
 
     path = tmp_path / "layout_custom.yaml"
     path.write_text(textwrap.dedent("""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from op_plugin._registry.load import parse_yaml
-from op_plugin._simulator.builtin_types import builtin_ge_types
+from op_plugin._simulator.hosting.builtin_types import builtin_ge_types
 from op_plugin._tools.msopgen import check_msopgen_json, msopgen_ops, snake_case
 from op_plugin.cli import main
 

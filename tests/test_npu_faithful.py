@@ -9,7 +9,7 @@ import op_plugin
 from op_plugin._base.errors import OpPluginError
 from op_plugin._lowering import aten_converters, moe_converters, numeric_corrections
 from op_plugin._lowering._converter_slots import is_not_implemented_stub, replace_converter, torchair_converter
-from op_plugin._simulator import npu_dispatch
+from op_plugin._simulator.npu import dispatch as npu_dispatch
 
 
 def _compile(fn, **options):

@@ -19,7 +19,7 @@ import op_plugin
 from op_plugin._ge.values import TORCH_TO_GE, ge_dtype_to_torch
 from op_plugin._registry.binding import bind
 from op_plugin._registry.load import parse_yaml, unload
-from op_plugin._simulator.install import simulator_dir
+from op_plugin._simulator.hosting.install import simulator_dir
 from op_plugin._spec.ge_prototype import ge_outputs
 from op_plugin._tools.opproto import OpProtoError, opproto_sources, write_sources
 from op_plugin.cli import main

@@ -11,9 +11,10 @@ simulator answers from the same prototypes. The answer format, as TorchAir's cal
 """
 from __future__ import annotations
 
-from .._base.enums import StrEnum
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from .._base.enums import StrEnum
 
 
 class InputKind(StrEnum):
@@ -48,6 +49,16 @@ class AttrType(StrEnum):
     LIST_LIST_FLOAT = "VT_LIST_LIST_FLOAT"
 
 
+class _Required:
+    """The default of a REQUIRED_ATTR: there is none, the node must carry the attr."""
+
+    def __repr__(self):
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
+
+
 class IrParam(NamedTuple):
     """One input, output or attr of a prototype: its name and its kind (or value type)."""
 
@@ -67,6 +78,9 @@ class IrPrototype:
     inputs: tuple[IrParam, ...] = ()
     outputs: tuple[IrParam, ...] = ()
     attrs: tuple[IrParam, ...] = ()
+    # (attr name, default) as REG_OP declares them: REQUIRED for a REQUIRED_ATTR; lists as tuples so
+    # the prototype stays hashable. Attrs not listed have no known default.
+    attr_defaults: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self):
         if not self.op_type or not isinstance(self.op_type, str):
@@ -84,6 +98,13 @@ class IrPrototype:
 
     def attr_types(self) -> dict[str, AttrType]:
         return {p.name: p.kind for p in self.attrs}
+
+    def attr_default(self, name: str) -> Any:
+        """The REG_OP default of attr `name` (lists as lists), REQUIRED, or KeyError when none is known."""
+        for attr, value in self.attr_defaults:
+            if attr == name:
+                return list(value) if isinstance(value, tuple) else value
+        raise KeyError(name)
 
 
 IR_DEF_NOT_FOUND = ("ERROR", [], [], [])

@@ -11,27 +11,27 @@ patches (`torchair_patches`) and its contained fixes (`torchair_fixes`).
 
 May import: `op_plugin._base`, `_ge`, `_spec`, `_registry`, `_lowering`, torch, TorchAir (the
 unpacked one). Never the backend or the tools. Names below are imported on first use, so
-`python -m op_plugin._simulator.install` does not import the executor.
+`python -m op_plugin._simulator.hosting.install` does not import the executor.
 """
 
 import importlib
 
 _EXPORTS = {
-    "GeExecutionError": ".executor",
-    "compile_graph": ".executor",
-    "execute_graph": ".executor",
-    "register_ge_kernel": ".kernels",
-    "supported_op_types": ".kernels",
-    "install_simulator": ".install",
-    "simulator_dir": ".install",
-    "register_ir_prototype": ".ir_registry",
-    "SimulatorUnavailable": ".loader",
-    "load_torchair": ".loader",
-    "capture_graphs": ".native_stub",
-    "loaded_graphs": ".native_stub",
-    "lowering_hook": ".custom_ops",
-    "builtin_ge_types": ".builtin_types",
-    "define_npu_ops": ".npu_ops",
+    "GeExecutionError": ".interpreter.executor",
+    "compile_graph": ".interpreter.executor",
+    "execute_graph": ".interpreter.executor",
+    "register_ge_kernel": ".interpreter.kernels",
+    "supported_op_types": ".interpreter.kernels",
+    "install_simulator": ".hosting.install",
+    "simulator_dir": ".hosting.install",
+    "register_ir_prototype": ".hosting.ir_registry",
+    "SimulatorUnavailable": ".hosting.loader",
+    "load_torchair": ".hosting.loader",
+    "capture_graphs": ".hosting.native_stub",
+    "loaded_graphs": ".hosting.native_stub",
+    "lowering_hook": ".hosting.custom_ops",
+    "builtin_ge_types": ".hosting.builtin_types",
+    "define_npu_ops": ".npu.ops",
 }
 
 __all__ = sorted(_EXPORTS)

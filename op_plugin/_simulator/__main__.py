@@ -1,7 +1,7 @@
-"""``python -m op_plugin._simulator``: same as ``python -m op_plugin._simulator.install``."""
+"""``python -m op_plugin._simulator``: same as ``python -m op_plugin._simulator.hosting.install``."""
 
 import sys
 
-from .install import main
+from .hosting.install import main
 
 sys.exit(main())

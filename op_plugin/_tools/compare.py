@@ -116,7 +116,7 @@ class _ComparingRunner:
 
 
 def _observing(observer):
-    from .._simulator.executor import observing  # pylint: disable=import-outside-toplevel
+    from .._simulator.interpreter.executor import observing  # pylint: disable=import-outside-toplevel
 
     return observing(observer)
 

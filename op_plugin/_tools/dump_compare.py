@@ -2,7 +2,7 @@
 
 A folder holds numpy dump files named `{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}.
 {input|output}.{index}.npy` anywhere below it: what the simulator writes for TorchAir's
-dump_config (`_simulator/data_dump.py`), and what CANN's `msaccucmp.py convert` makes of an NPU
+dump_config (`_simulator/hosting/data_dump.py`), and what CANN's `msaccucmp.py convert` makes of an NPU
 dump. Tensors are paired by (step folder, op name, input/output, index), listed in DIR_A's task
 order; the first op whose output departs beyond the dtype tolerance is `first_divergent`.
 """

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from .._ge.graph import DataRef, parse_input, topological_order
 from .._registry.op_state import loaded
-from .._simulator.builtin_types import builtin_ge_types
+from .._simulator.hosting.builtin_types import builtin_ge_types
 
 _DATA_TYPES = {"Data", "RefData"}
 _CONST_TYPES = {"Const", "Constant"}

@@ -4,7 +4,7 @@ The GE graphs come from TorchAir's own lowering run through the simulator's nati
 where they are captured; so inspect() always lowers through the simulator and runs the model once
 on the CPU to trigger the lowering. It needs a process that has not imported torch_npu (the
 simulator's TorchAir cannot live beside the real one): on an Ascend host run it in a separate
-process, after `python -m op_plugin._simulator.install` once; otherwise the simulator's loader
+process, after `python -m op_plugin._simulator.hosting.install` once; otherwise the simulator's loader
 refuses with that reason.
 """
 from __future__ import annotations

@@ -38,7 +38,7 @@ import torch
 
 from .._ge.ir import AttrType, InputKind
 from .._ge.values import TORCH_TO_GE_NAME
-from .._simulator.builtin_types import builtin_ge_types
+from .._simulator.hosting.builtin_types import builtin_ge_types
 from .._spec.dtypes import DTYPES, schema_default_dtype
 from .._spec.ge_prototype import ge_outputs
 from .._spec.model import OpSpec

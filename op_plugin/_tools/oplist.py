@@ -11,11 +11,11 @@ import importlib
 import sys
 
 from .._registry.load import parse_yaml
-from .._simulator.kernels import builtin_kernels
+from .._simulator.interpreter.kernels import builtin_kernels
 from .._spec.shipped import shipped_yaml_files
 
 REGENERATE = "python -m op_plugin._tools.oplist > docs/ge-executor-ops.md"
-# Node types the executor handles itself (see op_plugin._simulator.executor.plan), not through a kernel.
+# Node types the executor handles itself (see op_plugin._simulator.interpreter.executor.plan), not through a kernel.
 STRUCTURAL = (
     ("Data", "graph input number `index` (checked against the node's desc)"),
     ("RefData", "graph input that the graph may update in place; same as Data on the CPU"),
@@ -62,7 +62,7 @@ def render_page() -> str:
         "     Do not edit by hand: tests/test_docs_oplist.py fails when this page and the code disagree. -->",
         "",
         "On a host without an Ascend NPU, the `npugraph` backend lowers the graph with TorchAir's own code",
-        "and the simulator's GE executor (`op_plugin/_simulator/executor/`) runs the GE graph node",
+        "and the simulator's GE executor (`op_plugin/_simulator/interpreter/executor/`) runs the GE graph node",
         "by node on the CPU. A node whose type is not listed here fails with `GE op type 'X' (node ...)",
         "has no CPU kernel in the op_plugin simulator`; add one with",
         "`op_plugin._simulator.register_ge_kernel('X', fn)`, where `fn(inputs, attrs, node)` returns the",

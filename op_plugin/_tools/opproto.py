@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .._ge.ir import InputKind
 from .._ge.values import TORCH_TO_GE_NAME
-from .._simulator.builtin_types import builtin_ge_types
+from .._simulator.hosting.builtin_types import builtin_ge_types
 from .._spec.ge_prototype import ge_outputs
 from .._spec.model import OpSpec
 from .._spec.schema import ArgKind

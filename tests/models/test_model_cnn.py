@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from _model_harness import (DTYPE_IDS, check_against_eager, check_dynamic_sizes, compile_model,
                             run_and_capture)
 from op_plugin._simulator import GeExecutionError
-from op_plugin._simulator.kernels import lookup_kernel
+from op_plugin._simulator.interpreter.kernels import lookup_kernel
 from op_plugin.testing import tolerances
 
 from examples import small_cnn

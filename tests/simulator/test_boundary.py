@@ -87,12 +87,12 @@ def test_simulator_unavailable_names_the_install_command(tmp_path):
     message = eval(message_repr)  # noqa: S307 - our own repr() output
     assert "\n" not in message
     assert str(empty) in message
-    assert "make setup" in message and "python -m op_plugin._simulator.install" in message
+    assert "make setup" in message and "python -m op_plugin._simulator.hosting.install" in message
     assert torchair_imported == "False"
 
 
 def test_stub_is_strict_and_answers_what_torchair_reads():
-    from op_plugin._simulator import native_stub as _native_stub
+    from op_plugin._simulator.hosting import native_stub as _native_stub
 
     module = _native_stub.make_native_module()
     with pytest.raises(AttributeError, match="GetSocName.*CPU simulator"):

@@ -79,7 +79,7 @@ def test_a_kernel_returning_the_wrong_shape_is_caught_at_its_node(graph_builder)
     (y,) = g.node("act", "Relu", [x], [(F32, [2, 3])])
     (z,) = g.node("neg", "Neg", [y], [(F32, [2, 3])])
     graph = g.output([z], [(F32, [2, 3])])
-    handle = register_ge_kernel("Relu", lambda ins, attrs, node: [ins[0][:1]], replace=True)
+    handle = register_ge_kernel("Relu", lambda x: x[:1], replace=True)
     try:
         with pytest.raises(GeExecutionError) as info:
             execute_graph(graph, [torch.randn(2, 3)])
@@ -93,7 +93,7 @@ def test_a_kernel_returning_the_wrong_shape_is_caught_at_its_node(graph_builder)
 
 def test_a_kernel_returning_the_wrong_dtype_is_caught(graph_builder):
     graph = _relu_graph(graph_builder)
-    handle = register_ge_kernel("Relu", lambda ins, attrs, node: [torch.relu(ins[0]).double()], replace=True)
+    handle = register_ge_kernel("Relu", lambda x: torch.relu(x).double(), replace=True)
     try:
         with pytest.raises(GeExecutionError, match=r"'relu' \(Relu\) output 0: dtype mismatch, expected torch.float32, got torch.float64"):
             execute_graph(graph, [torch.randn(2, 3)])
@@ -134,17 +134,17 @@ def test_custom_kernels_register_and_unregister(graph_builder):
     x = g.data("x", F32, [3])
     (y,) = g.node("scale", "MyScaleForTest", [x], [(F32, [3])], factor=3)
     graph = g.output([y], [(F32, [3])])
-    handle = register_ge_kernel("MyScaleForTest", lambda ins, attrs, node: [ins[0] * attrs["factor"]])
+    handle = register_ge_kernel("MyScaleForTest", lambda x, *, factor: x * factor)
     try:
         assert "MyScaleForTest" in supported_op_types()
         with pytest.raises(ValueError, match="already has a kernel"):
-            register_ge_kernel("MyScaleForTest", lambda ins, attrs, node: ins)
+            register_ge_kernel("MyScaleForTest", lambda x: x)
         torch.testing.assert_close(execute_graph(graph, [torch.ones(3)])[0], torch.full((3,), 3.0))
     finally:
         handle.destroy()
     assert "MyScaleForTest" not in supported_op_types()
     with pytest.raises(ValueError, match="built-in kernel"):
-        register_ge_kernel("Relu", lambda ins, attrs, node: ins)
+        register_ge_kernel("Relu", lambda x: x)
 
 
 def test_tampered_captured_graph_is_refused(torchair):

@@ -10,7 +10,7 @@ import op_plugin
 from op_plugin import _registry
 from op_plugin._registry.load import unload
 from op_plugin._simulator import GeExecutionError, execute_graph
-from op_plugin._simulator.executor import plan as plan_module
+from op_plugin._simulator.interpreter.executor import plan as plan_module
 
 F32, I64 = torch.float32, torch.int64
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +137,7 @@ def test_the_right_converter_passes_the_same_check(column_sum_op, counted_fx_che
 def test_a_wrong_rank_is_caught_even_where_sizes_are_unknown(graph_builder):
     import sympy
 
-    from op_plugin._simulator.fx_meta import FxMetaRecord
+    from op_plugin._simulator.hosting.fx_meta import FxMetaRecord
 
     u0 = sympy.Symbol("u0", integer=True)   # an unbacked size: no input binds it
     g = graph_builder()
@@ -162,7 +162,7 @@ def test_graphs_without_a_record_run_unchecked_by_fx(graph_builder):
 
 
 def test_an_observer_sees_every_kernel_node_in_order(graph_builder):
-    from op_plugin._simulator.executor import observing
+    from op_plugin._simulator.interpreter.executor import observing
 
     g = graph_builder()
     x = g.data("x", F32, [3])

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from op_plugin._simulator.executor import plan as plan_module
-from op_plugin._simulator.kernels.registry import register_ge_kernel, lookup_kernel
+from op_plugin._simulator.interpreter.executor import plan as plan_module
+from op_plugin._simulator.interpreter.registry import register_ge_kernel, lookup_kernel
 
 F32, I64 = torch.float32, torch.int64
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,10 +77,10 @@ def test_a_wrong_kernel_is_caught_on_the_first_call_of_each_new_signature(graph_
     original = lookup_kernel("Mul")
     calls = []
 
-    def wrong_for_4_rows(inputs, attrs, node):
-        calls.append(inputs[0].shape[0])
-        (out,) = original(inputs, attrs, node)
-        return [out[:, :2]] if inputs[0].shape[0] == 4 else [out]
+    def wrong_for_4_rows(x1, x2):
+        calls.append(x1.shape[0])
+        out = x1 * x2
+        return out[:, :2] if x1.shape[0] == 4 else out
 
     handle = register_ge_kernel("Mul", wrong_for_4_rows, replace=True)
     try:
@@ -116,9 +116,9 @@ def test_graphs_without_an_fx_record_or_with_data_dependent_ops_check_every_call
 
 
 def test_reshape_returns_a_view_only_where_no_node_writes_into_an_input(graph_builder):
-    def add_one_in_place(inputs, attrs, node):  # a ref op: writes into its input, as GE's in-place ops do
-        inputs[0].add_(1)
-        return [inputs[0]]
+    def add_one_in_place(x):  # a ref op: writes into its input, as GE's in-place ops do
+        x.add_(1)
+        return x
 
     handle = register_ge_kernel("TestRefAddOne", add_one_in_place)
     try:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from op_plugin._simulator import install as _install
+from op_plugin._simulator.hosting import install as _install
 from op_plugin._simulator import install_simulator, simulator_dir
 
 
@@ -114,7 +114,7 @@ def test_command_line_on_a_complete_folder(tmp_path):
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for _ in range(2):
         result = subprocess.run(
-            [sys.executable, "-m", "op_plugin._simulator.install", str(folder)],
+            [sys.executable, "-m", "op_plugin._simulator.hosting.install", str(folder)],
             cwd=repo, capture_output=True, text=True, timeout=60,
         )
         assert result.returncode == 0, result.stderr

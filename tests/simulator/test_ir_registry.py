@@ -5,7 +5,7 @@ import torch
 
 from op_plugin._ge.ir import IrPrototype
 from op_plugin._simulator import capture_graphs, register_ge_kernel, register_ir_prototype
-from op_plugin._simulator.ir_registry import get_registered_ir_def
+from op_plugin._simulator.hosting.ir_registry import get_registered_ir_def
 
 
 def test_register_answer_and_remove():
@@ -66,7 +66,7 @@ def test_custom_op_through_torchair_custom_op_and_the_executor(torchair):
         "ScaleAddForTest", inputs=[("x", "required"), ("y", "required")], outputs=[("z", "required")],
         attrs=[("alpha", "VT_FLOAT")],
     ))
-    kernel = register_ge_kernel("ScaleAddForTest", lambda ins, attrs, node: [ins[0] + attrs["alpha"] * ins[1]])
+    kernel = register_ge_kernel("ScaleAddForTest", lambda x1, x2, *, alpha: x1 + alpha * x2)
     try:
         torch._dynamo.reset()
         compiled = torch.compile(fn, backend=torchair.get_npu_backend(compiler_config=CompilerConfig()))

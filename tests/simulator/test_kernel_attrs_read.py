@@ -28,9 +28,9 @@ import torch
 import torch.nn.functional as F
 
 from op_plugin._simulator import register_ge_kernel
-from op_plugin._simulator.ir_registry import builtin_prototypes
-from op_plugin._simulator.kernels import builtin_kernels, lookup_kernel
-from op_plugin._simulator.kernels.registry import builtin_unread_attrs
+from op_plugin._simulator.hosting.ir_registry import builtin_prototypes
+from op_plugin._simulator.interpreter.kernels import builtin_kernels, lookup_kernel
+from op_plugin._simulator.interpreter.registry import builtin_unread_attrs
 
 SAMPLES = Path(__file__).parents[1] / "data" / "attr_sample_cases.txt"
 SLOW_CASE_SECONDS = 5.0  # a case slower than this is a sample only when no other case reaches its GE types

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from op_plugin._lowering import moe_converters
-from op_plugin._simulator.kernels import lookup_kernel
+from op_plugin._simulator.interpreter.kernels import lookup_kernel
 
 from test_kernels_shape import check_compiled
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from op_plugin._simulator import capture_graphs
-from op_plugin._simulator.kernels import norm as norm_kernels
-from op_plugin._simulator.kernels.registry import lookup_kernel
+from op_plugin._simulator.interpreter.kernels import norm as norm_kernels
+from op_plugin._simulator.interpreter.registry import lookup_kernel
 
 aten = torch.ops.aten
 F16, F32, BF16, I32, I64 = torch.float16, torch.float32, torch.bfloat16, torch.int32, torch.int64

@@ -1,4 +1,4 @@
-"""Random GE kernels (kernels/random.py) and the emulated NPU generator (op_plugin._simulator.rng).
+"""Random GE kernels (kernels/random.py) and the emulated NPU generator (op_plugin._simulator.npu.generator).
 
 The numbers cannot equal CPU eager bit for bit (the simulator draws from torch's CPU generator
 seeded by (seed, offset), not CANN's Philox), so these tests check what the ops define: shape,
@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from op_plugin._simulator import capture_graphs
-from op_plugin._simulator import rng
-from op_plugin._simulator.kernels.registry import lookup_kernel
+from op_plugin._simulator.npu import generator as rng
+from op_plugin._simulator.interpreter.kernels.random import stream
+from op_plugin._simulator.interpreter.registry import lookup_kernel
 
 F16, F32, BF16, I32, I64, U8, U64 = (torch.float16, torch.float32, torch.bfloat16, torch.int32, torch.int64,
                                      torch.uint8, torch.uint64)
@@ -59,10 +60,10 @@ def test_generator_own_manual_seed():
 
 
 def test_stream_depends_only_on_seed_and_offset():
-    a = torch.rand(8, generator=rng.stream(3, 12))
-    assert torch.equal(a, torch.rand(8, generator=rng.stream(3, 12)))
-    assert not torch.equal(a, torch.rand(8, generator=rng.stream(3, 24)))
-    assert not torch.equal(a, torch.rand(8, generator=rng.stream(4, 12)))
+    a = torch.rand(8, generator=stream(3, 12))
+    assert torch.equal(a, torch.rand(8, generator=stream(3, 12)))
+    assert not torch.equal(a, torch.rand(8, generator=stream(3, 24)))
+    assert not torch.equal(a, torch.rand(8, generator=stream(4, 12)))
 
 
 # ---- kernels, called directly -------------------------------------------------------------------

@@ -352,8 +352,8 @@ def test_every_prototype_attr_is_read_or_declared_unread():
     refused) or declares it in unread_attrs (the Log/base class of bug)."""
     import inspect
 
-    from op_plugin._simulator.kernels import builtin_kernels
-    from op_plugin._simulator.kernels.registry import builtin_unread_attrs
+    from op_plugin._simulator.interpreter.kernels import builtin_kernels
+    from op_plugin._simulator.interpreter.registry import builtin_unread_attrs
 
     missing = []
     for op_type, kernel in builtin_kernels().items():

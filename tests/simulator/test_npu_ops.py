@@ -1,4 +1,4 @@
-"""torch_npu's own operators on the CPU simulator (op_plugin/_simulator/npu_ops*.py).
+"""torch_npu's own operators on the CPU simulator (op_plugin/_simulator/npu/ops*.py).
 
 Oracles are torch's own formulas (F.rms_norm, F.silu, rotation matrices, F.scaled_dot_product_attention),
 never the kernels under test. Compiled graphs go through TorchAir's own converters and the GE executor.
@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from op_plugin._simulator import npu_ops
-from op_plugin._simulator.install import simulator_dir
-from op_plugin._simulator.npu_ops_wheel import META_MODULE
+from op_plugin._simulator.npu import ops as npu_ops
+from op_plugin._simulator.hosting.install import simulator_dir
+from op_plugin._simulator.npu.wheel_meta import META_MODULE
 
 from _npu_ops_common import (  # noqa: F401  (_simulator: the module fixture)
     BF16, F16, F32, FLOATS, TOL, _materialize, _rotation, _simulator, close, compile_and_compare, npu,
@@ -34,7 +34,7 @@ def test_schemas_and_meta_functions_come_from_the_wheel():
 
 
 def test_meta_functions_are_the_wheels_code():
-    from op_plugin._simulator import npu_ops_wheel
+    from op_plugin._simulator.npu import wheel_meta as npu_ops_wheel
     metas = npu_ops_wheel.meta_functions(simulator_dir() / "torch_npu", npu_ops.COVERED)
     for fn in metas.values():
         assert fn.__code__.co_filename.endswith(META_MODULE)
@@ -50,7 +50,7 @@ def test_torchair_registered_its_converters_for_them():
 def test_handle_undoes_and_redefines_in_a_fresh_process():
     code = textwrap.dedent("""
         import sys, torch
-        from op_plugin._simulator import npu_ops
+        from op_plugin._simulator.npu import ops as npu_ops
         handle = npu_ops.define_npu_ops()
         assert npu_ops.define_npu_ops() is handle          # idempotent
         assert torch.ops.npu.npu_rms_norm(torch.ones(2, 4), torch.ones(4))[0].shape == (2, 4)
@@ -69,7 +69,7 @@ def test_nothing_is_defined_beside_a_torch_npu():
         fake = types.ModuleType("torch_npu")  # an Ascend host's torch_npu, already imported
         fake.__spec__ = importlib.machinery.ModuleSpec("torch_npu", None)
         sys.modules["torch_npu"] = fake
-        from op_plugin._simulator import npu_ops
+        from op_plugin._simulator.npu import ops as npu_ops
         assert npu_ops.define_npu_ops() is None
         assert not hasattr(torch.ops.npu, "npu_rms_norm")
     """)

@@ -2,8 +2,8 @@
 wheel module's bytes: same code, same file and line numbers; a corrupt cache is rebuilt."""
 import pytest
 
-from op_plugin._simulator import npu_ops_wheel
-from op_plugin._simulator.install import simulator_dir
+from op_plugin._simulator.npu import wheel_meta as npu_ops_wheel
+from op_plugin._simulator.hosting.install import simulator_dir
 
 NAMES = ["npu_rms_norm", "npu_rotary_mul"]
 

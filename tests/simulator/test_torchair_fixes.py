@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from op_plugin._simulator import capture_graphs
-from op_plugin._simulator.torchair_fixes import IndexedNames
+from op_plugin._simulator.hosting.torchair_fixes import IndexedNames
 
 
 class Repeated(torch.nn.Module):

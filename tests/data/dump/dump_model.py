@@ -11,7 +11,7 @@ config.dump_config.enable_dump = True
 config.dump_config.dump_path = sys.argv[1]
 config.dump_config.dump_mode = "all"
 if len(sys.argv) > 2 and sys.argv[2] == "bad":
-    _simulator.register_ge_kernel("Relu", lambda i, a, n: [torch.relu(i[0]) + 1e-2], replace=True)
+    _simulator.register_ge_kernel("Relu", lambda x: torch.relu(x) + 1e-2, replace=True)
 backend = torchair.get_npu_backend(compiler_config=config)
 torch.manual_seed(0)
 def fn(x, w):

@@ -1,0 +1,184 @@
+"""TorchAir's data dump (`CompilerConfig().dump_config`) honoured by the simulator.
+
+How the options arrive: with `dump_config.enable_dump = True` in max-autotune (GE) mode, TorchAir's
+`_DataDumpConfig.as_dict` puts `ge.exec.enableDump=1`, `ge.exec.dumpPath` (the configured
+`dump_path` + `worldsize1_global_rank0`, created by TorchAir), `ge.exec.dumpMode`
+(input/output/all), `ge.exec.dumpStep` ("0|2-4"), `ge.exec.dumpLayer` (GE op names, space
+separated) and `ge.exec.dumpData` (tensor/stats) into the *global* options, which reach
+`InitializeGraphEngine(options)` of the native module once per process (GE is initialised once;
+TorchAir refuses a second, different set). `configure(options)` reads them there.
+
+What is written, per GE graph run ("step": the n-th run of that graph, from 0), per kernel node,
+in the directory layout CANN documents for a model dump:
+
+    {dumpPath}/{YYYYMMDDHHMMSS}/{device 0}/{model name = GE graph name}/{model id}/{step}/
+        {op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}.{input|output}.{index}.npy
+
+The file names are those `msaccucmp.py convert` gives when it turns an NPU dump file (a binary
+protobuf `DumpData`) into numpy: the simulator writes the numpy form directly, since the binary form
+needs CANN's tools to read anyway. task_id is the node's position in the executed order, stream_id
+0, the timestamp microseconds since the epoch (16 digits); bfloat16 tensors are written as float32
+(numpy has no bfloat16). `dumpData=stats` is refused with a clear error (not implemented here).
+Inputs of a node are the outputs of its producers in the same run, the graph inputs for Data
+nodes and the decoded value of Const nodes.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ..._ge.graph import DataRef, parse_input
+from ..._ge.values import decode_attr
+
+
+@dataclass(frozen=True)
+class DumpSettings:
+    path: str
+    mode: str                       # "input", "output" or "all"
+    steps: frozenset | None         # None: every step
+    layers: frozenset | None        # None: every op
+    data: str                       # "tensor" (written) or "stats" (refused)
+
+
+_settings: DumpSettings | None = None
+_run_stamp: str | None = None
+_model_ids = itertools.count()
+
+
+def parse_steps(text: str) -> frozenset | None:
+    """GE's dumpStep: "0|3|5-7" -> {0, 3, 5, 6, 7}; empty -> None (all steps)."""
+    if not text:
+        return None
+    steps = set()
+    for part in text.split("|"):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        steps.update(range(int(low), int(high or low) + 1))
+    return frozenset(steps)
+
+
+def configure(options: dict) -> None:
+    """Read the dump options GE gets at initialisation (see the module docstring)."""
+    global _settings  # pylint: disable=global-statement
+    options = options or {}
+    if str(options.get("ge.exec.enableDump", "0")) != "1":
+        _settings = None
+        return
+    layers = frozenset(p for p in str(options.get("ge.exec.dumpLayer", "")).split(" ") if p)
+    _settings = DumpSettings(path=str(options.get("ge.exec.dumpPath", "./")),
+                             mode=str(options.get("ge.exec.dumpMode", "output")),
+                             steps=parse_steps(str(options.get("ge.exec.dumpStep", ""))),
+                             layers=layers or None, data=str(options.get("ge.exec.dumpData", "tensor")))
+
+
+def settings() -> DumpSettings | None:
+    return _settings
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+def _save(tensor: torch.Tensor, path: str) -> None:
+    import numpy
+
+    value = tensor.detach().cpu()
+    if value.dtype == torch.bfloat16:
+        value = value.float()
+    numpy.save(path, value.contiguous().numpy())
+
+
+class _GraphDump:
+    """The dump state of one loaded graph (a `TorchNpuGraphBase`): its model id and step count."""
+
+    def __init__(self, name: str):
+        self.name = _safe(name or "graph")
+        self.model_id = next(_model_ids)
+        self.step = 0
+
+
+def dumping(graph, inputs):
+    """A context for one run of `graph` (the native stand-in): dumps per `settings()`, or nothing."""
+    if _settings is None:
+        return contextlib.nullcontext()
+    state = getattr(graph, "_op_plugin_data_dump", None)
+    if state is None:
+        state = graph._op_plugin_data_dump = _GraphDump(graph.name)  # pylint: disable=protected-access
+    step = state.step
+    state.step += 1
+    if _settings.steps is not None and step not in _settings.steps:
+        return contextlib.nullcontext()
+    if _settings.data != "tensor":
+        raise RuntimeError(f"CPU simulator: TorchAir dump_config.dump_data={_settings.data!r} is not implemented; "
+                           "use 'tensor'")
+    return _dump_run(state, step, list(inputs))
+
+
+@contextlib.contextmanager
+def _dump_run(state: _GraphDump, step: int, inputs: list):
+    global _run_stamp  # pylint: disable=global-statement
+    from ..interpreter.executor import observing  # pylint: disable=import-outside-toplevel
+
+    if _run_stamp is None:
+        _run_stamp = time.strftime("%Y%m%d%H%M%S")
+    folder = os.path.join(_settings.path, _run_stamp, "0", state.name, str(state.model_id), str(step))
+    os.makedirs(folder, exist_ok=True)
+    produced: dict[tuple[str, int], torch.Tensor] = {}
+    task_ids = itertools.count()
+    settings_now = _settings
+
+    def observer(plan, op, outputs):
+        task_id = next(task_ids)
+        for index, tensor in enumerate(outputs):
+            produced[(op.name, index)] = tensor.detach().clone()
+        if settings_now.layers is not None and op.name not in settings_now.layers:
+            return
+        stem = f"{_safe(op.type)}.{_safe(op.name)}.{task_id}.0.{time.time_ns() // 1000:016d}"
+        if settings_now.mode in ("input", "all"):
+            for index, tensor in enumerate(_node_inputs(plan, op, produced, inputs)):
+                if tensor is not None:
+                    _save(tensor, os.path.join(folder, f"{stem}.input.{index}.npy"))
+        if settings_now.mode in ("output", "all"):
+            for index, tensor in enumerate(outputs):
+                _save(tensor, os.path.join(folder, f"{stem}.output.{index}.npy"))
+
+    with observing(observer):
+        yield
+
+
+def _node_inputs(plan, op, produced, graph_inputs) -> list:
+    ops = _ops_by_name(plan)
+    values = []
+    for ref in op.input:
+        parsed = parse_input(ref)
+        if not isinstance(parsed, DataRef):  # a control edge
+            if parsed is None:
+                values.append(None)  # an optional input left unfed
+            continue
+        source, index = parsed.node, parsed.index
+        producer = ops.get(source)
+        if (source, index) in produced:
+            values.append(produced[(source, index)])
+        elif producer is not None and producer.type == "Data" and "index" in producer.attr:
+            value = graph_inputs[producer.attr["index"].i]
+            values.append(value if isinstance(value, torch.Tensor) else torch.tensor(value))
+        elif producer is not None and producer.type in ("Const", "Constant") and "value" in producer.attr:
+            values.append(decode_attr(producer.attr["value"]))
+        else:
+            values.append(None)
+    return values
+
+
+def _ops_by_name(plan) -> dict:
+    cached = getattr(plan, "_op_plugin_ops_by_name", None)
+    if cached is None:
+        cached = {op.name: op for op in plan.graph_def.op}
+        plan._op_plugin_ops_by_name = cached  # pylint: disable=protected-access
+    return cached

@@ -1,0 +1,225 @@
+"""Stand-in for TorchAir's one native module, ``torchair.core._torchair``.
+
+The real module is a C++ extension that needs CANN (GE runtime, ACL). The simulator
+installs this module object under that name in ``sys.modules`` before TorchAir is
+imported, so TorchAir's own Python code runs unchanged on a CPU host.
+
+What it provides (the names TorchAir reads on the paths the simulator supports):
+
+* ``TorchNpuGraphBase``: ``load`` parses the serialized ModelDef and keeps
+  ``ModelDef.graph[0]``; ``run`` executes it on the CPU with the GE executor.
+* ``TorchDataType``: the dtype constants read at import by ``torchair.llm_datadist``.
+* ``InitializeGraphEngine`` / ``FinalizeGraphEngine``: nothing to start or stop on a CPU.
+* ``get_registered_ir_def``: answered from the simulator's IR-prototype registry.
+* ``check_cann_compat``: every optional input/attr is "compatible" (returns "").
+* ``SetDebugLogPath``: remembers the path (TORCH_COMPILE_DEBUG=1); the native log has no CPU counterpart.
+
+It is strict: any other name raises ``AttributeError`` naming the attribute, so a TorchAir
+path the simulator does not cover fails loudly instead of receiving junk.
+
+Every loaded graph is recorded for inspection: ``capture_graphs()`` collects the GraphDefs
+loaded inside a ``with`` block, and ``loaded_graphs()`` returns the most recent ones.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib.machinery
+import threading
+import types
+
+import torch
+
+from . import ir_registry
+
+MODULE_NAME = "torchair.core._torchair"
+
+_RECENT_LIMIT = 32  # bounded, so a long-running process does not keep every graph alive
+_recent_graphs: collections.deque = collections.deque(maxlen=_RECENT_LIMIT)
+_capture_lists: list[list] = []
+_capture_lock = threading.Lock()
+_debug_log_path: list[str] = []
+
+
+def _record_loaded_graph(graph_def) -> None:
+    with _capture_lock:
+        _recent_graphs.append(graph_def)
+        for sink in _capture_lists:
+            sink.append(graph_def)
+
+
+@contextlib.contextmanager
+def capture_graphs():
+    """Collect every GE GraphDef loaded (first call of a compiled graph) inside the block."""
+    sink: list = []
+    with _capture_lock:
+        _capture_lists.append(sink)
+    try:
+        yield sink
+    finally:
+        with _capture_lock:
+            _capture_lists.remove(sink)
+
+
+def loaded_graphs() -> list:
+    """The most recently loaded GE GraphDefs (oldest first, at most 32)."""
+    with _capture_lock:
+        return list(_recent_graphs)
+
+
+def _parse_model_def(serialized: bytes):
+    # Imported late: TorchAir picks the protobuf module matching the installed protobuf version.
+    from torchair._ge_concrete_graph import ge_ir_pb2  # pylint: disable=import-outside-toplevel
+
+    model = ge_ir_pb2.ModelDef()
+    model.ParseFromString(serialized)
+    if len(model.graph) != 1:
+        raise RuntimeError(f"CPU simulator: expected a ModelDef with one graph, got {len(model.graph)}")
+    return model.graph[0]
+
+
+class TorchNpuGraphBase:
+    """Python counterpart of the native graph wrapper that ``torchair.core._backend.TorchNpuGraph`` extends."""
+
+    def __init__(self, name: str = ""):
+        self.name = str(name)
+        self.graph_def = None
+        self.options: dict = {}
+        self.hint_shapes = None
+        self._plan = None
+        # What the FX graph said about this graph's tensors, recorded while TorchAir lowered it
+        # (`op_plugin._simulator.hosting.fx_meta`); the executor checks intermediate shapes against it.
+        self.fx_meta = None
+
+    def load(self, serialized, options=None, input_placements=(), output_dtypes=(), executor_type=0):
+        self.graph_def = _parse_model_def(serialized)
+        self.options = dict(options or {})
+        self.input_placements = list(input_placements)
+        self.output_dtypes = list(output_dtypes)
+        self.executor_type = executor_type
+        self._plan = None
+        _record_loaded_graph(self.graph_def)
+
+    def set_hint_shape(self, input_shapes, output_shapes):
+        self.hint_shapes = (input_shapes, output_shapes)
+
+    def compile(self):
+        if self.graph_def is None:
+            raise RuntimeError(f"CPU simulator: graph {self.name!r} compiled before it was loaded")
+        if self._plan is None:
+            from ..interpreter.executor import compile_graph  # pylint: disable=import-outside-toplevel
+
+            self._plan = compile_graph(self.graph_def, fx_meta=self.fx_meta)
+
+    def auto_tune(self, args):
+        # AOE tuning searches for fast NPU kernels; on the CPU there is nothing to tune.
+        del args
+
+    def run(self, args):
+        inputs, assigned_outputs, _stream = args
+        if self.graph_def is None:
+            raise RuntimeError(f"CPU simulator: graph {self.name!r} run before it was loaded")
+        self.compile()
+        # TorchAir's data dump (dump_config), honoured by op_plugin/_simulator/hosting/data_dump.py
+        from .data_dump import dumping  # pylint: disable=import-outside-toplevel
+
+        with dumping(self, inputs):
+            outputs = self._plan.run(list(inputs))
+        # An assigned output is an input tensor that GE writes the result into (output aliases input).
+        for index, target in enumerate(assigned_outputs or ()):
+            if target is not None:
+                target.copy_(outputs[index])
+                outputs[index] = target
+        return outputs
+
+
+# A native method is opaque to dynamo: called from code dynamo is tracing (a compiled function that
+# calls loss.backward(), which loads and runs the lazily compiled backward graph), it graph-breaks
+# and runs for real. The Python stand-ins must behave the same, not be traced with fake tensors.
+for _name in ("load", "set_hint_shape", "compile", "auto_tune", "run"):
+    setattr(TorchNpuGraphBase, _name, torch._dynamo.disable(getattr(TorchNpuGraphBase, _name)))
+del _name
+
+
+class TorchDataType:
+    """The native dtype enum, read at import by ``torchair.llm_datadist._tensor_utils``.
+
+    Only the names matter on the simulator's paths; the values follow the GE enum.
+    """
+
+    FLOAT32 = 0
+    FLOAT16 = 1
+    INT8 = 2
+    INT32 = 3
+    UINT8 = 4
+    INT16 = 6
+    UINT16 = 7
+    UINT32 = 8
+    INT64 = 9
+    UINT64 = 10
+    FLOAT64 = 11
+    BOOL = 12
+    COMPLEX64 = 16
+    COMPLEX128 = 17
+    BF16 = 27
+    STRING = 13
+
+
+def InitializeGraphEngine(options):  # pylint: disable=invalid-name
+    # No graph engine to start on the CPU; its data-dump options are honoured (data_dump.py).
+    from .data_dump import configure  # pylint: disable=import-outside-toplevel
+
+    configure(options)
+
+
+def FinalizeGraphEngine():  # pylint: disable=invalid-name
+    pass  # nothing to release
+
+
+def check_cann_compat(op_type, runtime_optional_inputs, runtime_optional_attrs):
+    # The executor's kernels implement the full prototype, so every optional input/attr is supported.
+    del op_type, runtime_optional_inputs, runtime_optional_attrs
+    return ""
+
+
+def SetDebugLogPath(path):  # pylint: disable=invalid-name
+    _debug_log_path[:] = [str(path)]
+
+
+class _StrictModule(types.ModuleType):
+    """A module whose unknown attributes raise a clear error instead of returning junk."""
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"module {MODULE_NAME!r} has no attribute {name!r}: the op_plugin CPU simulator does not "
+            f"provide {name!r} from TorchAir's native library (it needs an Ascend host with CANN)"
+        )
+
+
+_EXPORTS = {
+    "TorchNpuGraphBase": TorchNpuGraphBase,
+    "TorchDataType": TorchDataType,
+    "InitializeGraphEngine": InitializeGraphEngine,
+    "FinalizeGraphEngine": FinalizeGraphEngine,
+    "get_registered_ir_def": ir_registry.get_registered_ir_def,
+    "check_cann_compat": check_cann_compat,
+    "SetDebugLogPath": SetDebugLogPath,
+}
+
+
+def make_native_module() -> types.ModuleType:
+    """A fresh ``torchair.core._torchair`` stand-in, ready to go into ``sys.modules``."""
+    module = _StrictModule(MODULE_NAME, __doc__)
+    module.__spec__ = importlib.machinery.ModuleSpec(MODULE_NAME, loader=None, origin="op_plugin CPU simulator")
+    module.__file__ = __file__
+    module.__op_plugin_simulator__ = True
+    for name, value in _EXPORTS.items():
+        setattr(module, name, value)
+    return module
+
+
+def is_native_stub(module) -> bool:
+    return getattr(module, "__op_plugin_simulator__", False) is True

@@ -1,0 +1,224 @@
+"""A kernel bound to one GE node: its inputs grouped by the prototype, its attrs resolved once.
+
+`bind(entry, op, attrs)` returns `call(args) -> list[Tensor]`, where `args` are the node's data
+inputs in GE order (None for an optional input left unfed). Everything that depends only on the
+node is worked out here, when the plan is built: which inputs form a dynamic input's list, each
+attr's value (the node's, else CANN's default), the dtype rules to apply.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..._base.numerics import opmath
+from ..._ge.builtin_prototypes import builtin_prototype
+from ..._ge.ir import REQUIRED, InputKind, IrPrototype
+from .errors import GeExecutionError, KernelError, refuse
+from .registry import KernelEntry
+
+NODE_PARAMETER = "node"
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """What a kernel function declares: input parameters (positional), attr parameters
+    (keyword-only, with their defaults if any), whether it takes `node`, `*rest` or `**named`."""
+
+    inputs: tuple[str, ...]
+    attrs: tuple[tuple[str, object], ...]  # (name, default or inspect.Parameter.empty)
+    wants_node: bool
+    var_positional: bool
+    var_keyword: bool
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_signature(fn: Callable) -> KernelSignature:
+    inputs, attrs, wants_node, var_positional, var_keyword = [], [], False, False, False
+    for param in inspect.signature(fn).parameters.values():
+        if param.name == NODE_PARAMETER and param.kind is param.KEYWORD_ONLY:
+            wants_node = True
+        elif param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            inputs.append(param.name)
+        elif param.kind is param.VAR_POSITIONAL:
+            var_positional = True
+        elif param.kind is param.KEYWORD_ONLY:
+            attrs.append((param.name, param.default))
+        else:
+            var_keyword = True
+    return KernelSignature(tuple(inputs), tuple(attrs), wants_node, var_positional, var_keyword)
+
+
+def prototype_of(entry: KernelEntry, op_type: str) -> IrPrototype | None:
+    if entry.prototype is not None:
+        return entry.prototype
+    try:
+        return builtin_prototype(op_type)
+    except OSError:  # the wheel is not unpacked: the kernel's own signature is all there is
+        return None
+
+
+def bind(entry: KernelEntry, op, attrs: dict) -> Callable[[list], list]:
+    """`call(args) -> list` for `entry` on node `op` (decoded `attrs`); raises GeExecutionError
+    naming the node when the node cannot be bound (a required attr missing, an input count the
+    prototype does not allow)."""
+    where = f"node {op.name!r} ({op.type})"
+    if entry.legacy:
+        fn = entry.fn
+        return lambda args: _as_outputs(fn(args, attrs, op), where)
+    signature = kernel_signature(entry.fn)
+    prototype = prototype_of(entry, op.type)
+    if signature.var_keyword:
+        if prototype is None:
+            raise GeExecutionError(f"{where}: the kernel takes **named inputs but {op.type} has no prototype")
+        return _bind_by_name(entry.fn, prototype, op, attrs, where, signature.wants_node)
+    kwargs = {name: _attr_value(name, default, prototype, attrs, where) for name, default in signature.attrs}
+    if signature.wants_node:
+        kwargs[NODE_PARAMETER] = op
+    fn = entry.fn
+    if entry.rules:
+        fn = _with_rules(fn, entry.rules, signature.inputs)
+    if prototype is None or signature.var_positional:
+        return lambda args: _as_outputs(fn(*args, **kwargs), where)
+    groups = _input_groups(prototype, op, where)
+    if len(groups) != len(signature.inputs):
+        raise GeExecutionError(f"{where}: the kernel {entry.fn.__name__} takes {len(signature.inputs)} inputs "
+                               f"{list(signature.inputs)} but the prototype declares {len(groups)} "
+                               f"{[p.name for p in prototype.inputs]}")
+    if all(isinstance(g, int) and g == i for i, g in enumerate(groups)):
+        count = len(groups)
+        return lambda args: _as_outputs(fn(*_padded(args, count), **kwargs), where)
+    return lambda args: _as_outputs(fn(*_grouped(args, groups), **kwargs), where)
+
+
+def _bind_by_name(fn, prototype: IrPrototype, op, attrs: dict, where: str, wants_node: bool):
+    groups = _input_groups(prototype, op, where)
+    names = [p.name for p in prototype.inputs]
+    named_attrs = {}
+    for param in prototype.attrs:
+        try:
+            named_attrs[param.name] = _attr_value(param.name, inspect.Parameter.empty, prototype, attrs, where)
+        except GeExecutionError:
+            continue  # a custom type's attr the node does not carry: the kernel decides
+    if wants_node:
+        named_attrs[NODE_PARAMETER] = op
+    return lambda args: _as_outputs(fn(**dict(zip(names, _grouped(args, groups))), **named_attrs), where)
+
+
+def _attr_value(name: str, kernel_default, prototype: IrPrototype | None, attrs: dict, where: str):
+    if name in attrs:
+        return attrs[name]
+    if prototype is not None:
+        try:
+            default = prototype.attr_default(name)
+        except KeyError:
+            default = kernel_default
+        if default is REQUIRED:
+            raise GeExecutionError(f"{where} has no attr {name!r}, which CANN's prototype requires (REQUIRED_ATTR)")
+    else:
+        default = kernel_default
+    if default is inspect.Parameter.empty:
+        raise GeExecutionError(f"{where} has no attr {name!r} and its prototype gives no default")
+    return default
+
+
+def _input_groups(prototype: IrPrototype, op, where: str) -> list:
+    """Per prototype input: the index of its arg, a (start, stop) range of a dynamic input's args,
+    or None for an optional input past the end of the node's inputs."""
+    names = [desc.name for desc in op.input_desc]
+    data_count = sum(1 for text in op.input if not text.endswith(":-1"))
+    if len(names) != data_count or not _named_as(prototype, names):
+        names = []  # descs not named as TorchAir names them (a hand-built node): group by position
+    dynamic = [p for p in prototype.inputs if p.kind is InputKind.DYNAMIC]
+    fixed = len(prototype.inputs) - len(dynamic)
+    groups, position = [], 0
+    for param in prototype.inputs:
+        if param.kind is InputKind.DYNAMIC:
+            if names:
+                stop = position
+                while stop < len(names) and names[stop] == f"{param.name}{stop - position}":
+                    stop += 1
+            elif len(dynamic) == 1:
+                stop = position + max(0, data_count - fixed)
+            else:
+                raise GeExecutionError(f"{where}: the node's inputs have no names, so its dynamic inputs "
+                                       f"{[p.name for p in dynamic]} cannot be told apart")
+            groups.append((position, stop))
+            position = stop
+        else:
+            if position >= data_count:
+                if param.kind is InputKind.REQUIRED:
+                    raise GeExecutionError(f"{where}: required input {param.name!r} is missing "
+                                           f"(the node has {data_count} inputs)")
+                groups.append(None)
+            else:
+                groups.append(position)
+            position += 1
+    if position < data_count:
+        raise GeExecutionError(f"{where}: the node has {data_count} inputs but the prototype declares "
+                               f"{[p.name for p in prototype.inputs]}")
+    return groups
+
+
+def _named_as(prototype: IrPrototype, names: list[str]) -> bool:
+    """Whether the descs carry the prototype's input names (`x`, a dynamic `x0`, `x1`, ...)."""
+    expected = {p.name for p in prototype.inputs if p.kind is not InputKind.DYNAMIC}
+    dynamic = [p.name for p in prototype.inputs if p.kind is InputKind.DYNAMIC]
+    return all(n in expected or any(n.startswith(d) and n[len(d):].isdigit() for d in dynamic) for n in names)
+
+
+def _padded(args: list, count: int) -> list:
+    return args if len(args) >= count else list(args) + [None] * (count - len(args))
+
+
+def _grouped(args: list, groups: list) -> list:
+    return [None if g is None else args[g] if isinstance(g, int) else list(args[g[0]:g[1]]) for g in groups]
+
+
+def _as_outputs(result, where: str) -> list:
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (list, tuple)):
+        return list(result)
+    raise GeExecutionError(f"GE kernel for {where} must return a tensor or a tuple of tensors, "
+                           f"got {type(result).__name__}")
+
+
+def _with_rules(fn, rules, input_names: tuple[str, ...]):
+    index = {name: i for i, name in enumerate(input_names)}
+    same = [index[name] for name in rules.one_dtype]
+    accepts = [(index[name], name, dtypes) for name, dtypes in rules.accepts]
+
+    def checked(*args, **kwargs):
+        if same:
+            dtypes = {args[i].dtype for i in same if i < len(args) and args[i] is not None}
+            if len(dtypes) > 1:
+                refuse(f"needs inputs of one dtype (GE does not promote), got "
+                       f"{', '.join(sorted(str(d) for d in dtypes))}")
+        for i, name, allowed in accepts:
+            value = args[i] if i < len(args) else None
+            if value is not None and value.dtype not in allowed:
+                refuse(f"{name} has dtype {_short(value.dtype)}; the GE prototype takes "
+                       f"{', '.join(_short(d) for d in allowed)}")
+        if not rules.widen:
+            return fn(*args, **kwargs)
+        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        wide = [opmath(a) if isinstance(a, torch.Tensor) else a for a in args]
+        result = fn(*wide, **kwargs)
+        if first is None or not first.dtype.is_floating_point:
+            return result
+        narrow = lambda t: t.to(first.dtype) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point else t  # noqa: E731
+        return narrow(result) if isinstance(result, torch.Tensor) else type(result)(narrow(t) for t in result)
+
+    checked.__name__ = getattr(fn, "__name__", "kernel")
+    return checked
+
+
+def _short(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+__all__ = ["KernelError", "KernelSignature", "bind", "kernel_signature", "prototype_of", "refuse"]

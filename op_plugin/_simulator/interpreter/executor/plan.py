@@ -1,0 +1,407 @@
+"""Run a GE GraphDef on the CPU, node by node, checking every result against the graph.
+
+``execute_graph(graph_def, inputs)`` walks the graph in topological order:
+
+* ``Data``: the graph input at its ``index`` attr (checked against the Data desc);
+* ``Const``: its ``value`` TensorDef decoded (dtype, shape, raw bytes);
+* ``NetOutput``: its data inputs, in order, are the graph outputs;
+* anything else: the kernel registered for its type (``op_plugin._simulator.interpreter.kernels``).
+
+Inputs named ``"node:-1"`` are control edges (ordering only); ``""`` is an optional input
+left unfed (the kernel gets ``None``). Output shapes come from the computed tensors, so
+``-1`` dims and dynamic shapes need no shape inference.
+
+TorchAir itself checks only the number of outputs, so every node output is checked here
+against its output desc (dtype and shape; ``-1`` matches any size, ``[-2]`` any shape), against
+the shape of the FX node TorchAir lowered it from where the lowering recorded one (``fx_shapes``),
+and the graph outputs against the NetOutput descs and the ``_output_dtypes`` graph attr
+(``checks`` says which declarations are trusted). The node checks run on the first call of each
+input signature (dtypes, shapes, and the values of small integer inputs, which carry symbolic
+sizes); later calls with that signature skip them, since every node's output dtype and shape is
+then a function of the signature. Graphs where that is not so (a data-dependent op type, an FX
+size no input binds, or no FX record at all) check every node on every call, as does every graph
+when $OP_PLUGIN_CHECK_EVERY_CALL=1. Graph outputs are checked on every call. No graph output shares memory with an input,
+another output or a Const the plan keeps: GE gives each output its own buffer.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+
+import torch
+
+from ...._ge.graph import ControlRef, parse_input, topological_order
+from ...._ge.values import decode_attrs, decode_tensor_def, ge_dtype_to_torch
+from ..kernels import lookup_kernel
+from ..kernels.common import VIEWS_ALLOWED, remember_ints
+from ..binding import bind
+from ..errors import KernelError
+from .checks import GeExecutionError, check_output, check_tensor, output_check
+from .folding import foldable_steps, is_ref_op, small_integer_data
+from .fx_shapes import FxShapes, check_fx_shape
+
+
+class _Step:
+    """One node, with everything that does not depend on the inputs worked out once: its decoded
+    attrs, its kernel (or Const value), the dtype/shape each output must have, and where in the
+    run's value list it reads its inputs and writes its outputs."""
+
+    __slots__ = ("op", "inputs", "attrs", "kernel", "builtin", "const", "checks", "fx_shapes",
+                 "arg_slots", "out_slots", "free_after", "folded")
+
+    def __init__(self, op, inputs, attrs):
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.kernel = None  # call(args) -> outputs: the node's kernel bound to it (binding.bind)
+        self.builtin = False
+        self.const = None
+        self.checks = [output_check(desc, f"node {op.name!r} ({op.type}) output {i}", trust_float=False)
+                       for i, desc in enumerate(op.output_desc)]
+        self.fx_shapes = ()  # per output: the FX node's shape, or None where none was recorded
+        self.arg_slots = ()  # per data input: its slot in the value list (_UNFED for an optional left out)
+        self.out_slots = ()  # (output index, slot) for each output some node reads
+        self.free_after = ()  # slots whose last reader is this node: dropped once it has run
+        self.folded = False  # outputs fixed by the input signature: computed once per signature
+
+
+_UNFED = 0  # slot 0 always holds None
+# GE types whose output shapes depend on input values, not only on input shapes.
+DATA_DEPENDENT_TYPES = frozenset({"NonZero", "NonZeroWithValue", "Unique", "UniqueConsecutive", "UniqueWithCounts",
+                                  "UniqueWithCountsAndSorting", "MaskedSelect", "MaskedSelectV2"})
+_MAX_VERIFIED_SIGNATURES = 64
+_SMALL_INT_INPUT = 16  # integer inputs up to this many elements enter the signature by value
+
+
+class _DataInput:
+    __slots__ = ("op", "index", "slot", "check", "scalar")
+
+    def __init__(self, op, index, slot, check):
+        self.op, self.index, self.slot, self.check = op, index, slot, check
+        self.scalar = check is not None and check.shape == []
+
+
+class GraphPlan:
+    """A GraphDef prepared once and run many times.
+
+    Preparing resolves everything a call would otherwise repeat: the node order, each node's kernel
+    and decoded attrs, the checks each output must pass, and a slot in a flat value list for every
+    tensor some node reads. A call then fills the Data slots, runs the kernel nodes in order (each
+    reads and writes slots, and drops the values it was the last reader of), and collects the
+    NetOutput slots. Checks made per call: every node output's dtype/shape against its desc and its
+    FX node's shape, every graph input and output against its desc; none is skipped.
+    """
+
+    def __init__(self, graph_def, fx_meta=None):
+        self.graph_def = graph_def
+        self.name = graph_def.name
+        self.steps = []
+        self.outputs = None
+        self.num_data = 0
+        for op in topological_order(list(graph_def.op), GeExecutionError):
+            refs = [parse_input(text) for text in op.input]
+            data_refs = [ref for ref in refs if not isinstance(ref, ControlRef)]
+            step = _Step(op, data_refs, decode_attrs(op))
+            self.steps.append(step)
+            if op.type == "Const":
+                step.const = decode_tensor_def(op.attr["value"].t, where=f"Const node {op.name!r}: ")
+            elif op.type not in ("Data", "RefData", "NetOutput"):
+                entry = _kernel_for(op)
+                step.kernel = bind(entry, op, step.attrs)
+                step.builtin = entry.builtin
+            if op.type == "NetOutput":
+                if self.outputs is not None:
+                    raise GeExecutionError(f"GE graph {self.name!r} has more than one NetOutput")
+                self.outputs = op
+                self._output_step = step
+            elif op.type in ("Data", "RefData"):
+                self.num_data += 1
+        if self.outputs is None:
+            raise GeExecutionError(f"GE graph {self.name!r} has no NetOutput node")
+        self.fx = FxShapes(fx_meta, graph_def.op) if fx_meta is not None else None
+        if self.fx is not None:
+            for step in self.steps:
+                if step.kernel is not None:
+                    step.fx_shapes = tuple(self.fx.for_output(fx_meta, desc) for desc in step.op.output_desc)
+        # GE gives every output its own buffer; the Consts live as long as the plan.
+        self.kept_storages = {step.const.untyped_storage().data_ptr() for step in self.steps
+                              if step.const is not None and step.const.numel() > 0}
+        self.output_dtypes = list(graph_def.attr["_output_dtypes"].list.i) if "_output_dtypes" in graph_def.attr else None
+        self._assign_slots()
+        self._prepare_outputs()
+        # Signatures whose first call ran every node check; None: check every call.
+        self._verified = None if self._check_every_call() else collections.OrderedDict()
+
+    def _check_every_call(self) -> bool:
+        if os.environ.get("OP_PLUGIN_CHECK_EVERY_CALL") == "1" or self.fx is None:
+            return True
+        if any(step.op.type in DATA_DEPENDENT_TYPES for step in self.steps):
+            return True
+        bound = {binding.symbol for binding in self.fx.bindings}
+        return any(not isinstance(dim, int) and not dim.free_symbols <= bound
+                   for step in self._kernel_steps for fx in step.fx_shapes if fx is not None for dim in fx.dims)
+
+    def _assign_slots(self) -> None:
+        producers = {step.op.name: step for step in self.steps}
+        slot_of: dict[tuple[str, int], int] = {}
+        last_reader: dict[int, int] = {}
+        for position, step in enumerate(self.steps):
+            slots = []
+            for ref in step.inputs:
+                if ref is None:
+                    slots.append(_UNFED)
+                    continue
+                producer = producers.get(ref.node)
+                if producer is None or producer.op.type == "NetOutput" or (
+                        producer.op.type in ("Data", "RefData", "Const") and ref.index != 0):
+                    raise GeExecutionError(f"node {step.op.name!r} ({step.op.type}) reads {ref.node}:{ref.index}, "
+                                           "which that node does not produce")
+                slot = slot_of.setdefault((ref.node, ref.index), len(slot_of) + 1)
+                slots.append(slot)
+                last_reader[slot] = position
+            step.arg_slots = tuple(slots)
+        self._size = len(slot_of) + 1
+        self._template: list = [None] * self._size
+        self._data_inputs: list[_DataInput] = []
+        small_data_slots: set[int] = set()
+        outs_of: dict[str, list[tuple[int, int]]] = {}
+        for (node, index), slot in slot_of.items():
+            outs_of.setdefault(node, []).append((index, slot))
+        for step in self.steps:
+            op = step.op
+            outs = sorted(outs_of.get(op.name, ()))
+            step.out_slots = tuple(outs)
+            if op.type == "Const" and outs:
+                self._template[outs[0][1]] = step.const
+                remember_ints(step.const)
+            elif op.type in ("Data", "RefData"):
+                index = step.attrs.get("index")
+                if index is None or not 0 <= index < self.num_data:
+                    raise GeExecutionError(f"Data node {op.name!r} has index {index!r}; the graph has "
+                                           f"{self.num_data} Data nodes")
+                desc = op.output_desc[0] if len(op.output_desc) else (op.input_desc[0] if len(op.input_desc) else None)
+                check = None if desc is None else output_check(desc, f"graph input {index} (Data node {op.name!r})",
+                                                               trust_float=True)
+                self._data_inputs.append(_DataInput(op, index, outs[0][1] if outs else None, check))
+                if outs and small_integer_data(desc, _SMALL_INT_INPUT):
+                    small_data_slots.add(outs[0][1])
+        freed: dict[int, list[int]] = {}
+        for slot, position in last_reader.items():
+            if self.steps[position].op.type != "NetOutput":
+                freed.setdefault(position, []).append(slot)
+        for position, slots in freed.items():
+            self.steps[position].free_after = tuple(slots)
+        self._kernel_steps = [step for step in self.steps if step.kernel is not None]
+        for position in foldable_steps(self.steps, small_data_slots):
+            self.steps[position].folded = True
+        self._unfolded_steps = [step for step in self._kernel_steps if not step.folded]
+        self._views_allowed = not any(is_ref_op(step.op) for step in self._kernel_steps)
+
+    def _prepare_outputs(self) -> None:
+        op = self._output_step.op
+        self._output_checks = []
+        for index, ref in enumerate(self._output_step.inputs):
+            if ref is None:
+                raise GeExecutionError(f"GE graph {self.name!r}: NetOutput input {index} is empty")
+            where = f"graph {self.name!r} output {index} (from {ref.node}:{ref.index})"
+            check = output_check(op.input_desc[index], where, trust_float=True) if index < len(op.input_desc) else None
+            expected = None
+            if self.output_dtypes is not None and index < len(self.output_dtypes):
+                expected = ge_dtype_to_torch(self.output_dtypes[index], where=f"{where}: ")
+            self._output_checks.append((where, check, expected))
+        if self.output_dtypes is not None and len(self.output_dtypes) != len(self._output_checks):
+            raise GeExecutionError(f"graph {self.name!r}: NetOutput has {len(self._output_checks)} inputs but "
+                                   f"_output_dtypes lists {len(self.output_dtypes)}")
+
+    def run(self, inputs: list) -> list:
+        if len(inputs) != self.num_data:
+            raise GeExecutionError(f"GE graph {self.name!r} has {self.num_data} Data nodes but got {len(inputs)} inputs")
+        signature = _signature(inputs) if self._verified is not None and not _observers else None
+        cached = self._verified.get(signature) if signature is not None else None
+        values = self._template.copy()
+        self._data_value(inputs, values, check=cached is None)  # a verified signature fixes them
+        token = VIEWS_ALLOWED.set(self._views_allowed)
+        try:
+            return self._run(values, inputs, signature, cached)
+        finally:
+            VIEWS_ALLOWED.reset(token)
+
+    def _run(self, values: list, inputs: list, signature, cached) -> list:
+        if cached is not None:
+            self._verified.move_to_end(signature)
+            folded_values, folded_storages = cached
+            for slot, value in folded_values.items():
+                values[slot] = value
+            self._run_verified(values)
+            return self._collect_outputs(values, inputs, folded_storages)
+        folded_values = {}
+        self._run_checked(values, inputs, folded_values)
+        if signature is not None:
+            storages = {_storage(v) for v in folded_values.values() if isinstance(v, torch.Tensor) and v.numel() > 0}
+            self._verified[signature] = (folded_values, storages)
+            if len(self._verified) > _MAX_VERIFIED_SIGNATURES:
+                self._verified.popitem(last=False)
+            return self._collect_outputs(values, inputs, storages)
+        return self._collect_outputs(values, inputs)
+
+    def _run_checked(self, values: list, inputs: list, folded_values: dict) -> None:
+        """Every kernel, every node check; the outputs of folded nodes go to `folded_values`."""
+        resolver = self.fx.resolver(inputs) if self.fx is not None else None
+        observer = _observers[-1] if _observers else None
+        for step in self._kernel_steps:
+            outputs = _run_kernel(step, [values[slot] for slot in step.arg_slots], resolver)
+            for index, slot in step.out_slots:
+                if index >= len(outputs):
+                    raise GeExecutionError(f"a node reads {step.op.name}:{index}, which that node does not produce "
+                                           f"(its kernel returned {len(outputs)} outputs)")
+                values[slot] = outputs[index]
+                if step.folded:
+                    folded_values[slot] = outputs[index]
+                    remember_ints(outputs[index])
+            for slot in step.free_after:
+                values[slot] = None
+            if observer is not None:
+                observer(self, step.op, outputs)
+
+    def _run_verified(self, values: list) -> None:
+        """A call whose signature's first call passed every node check: the unfolded kernels only
+        (the folded nodes' outputs are already in `values`)."""
+        for step in self._unfolded_steps:
+            try:
+                outputs = step.kernel([values[slot] for slot in step.arg_slots])
+            except GeExecutionError:
+                raise
+            except Exception as error:  # name the node, as the checked path does
+                raise kernel_failure(step.op, error) from error
+            for index, slot in step.out_slots:
+                values[slot] = outputs[index]
+            for slot in step.free_after:
+                values[slot] = None
+
+    def _data_value(self, inputs: list, values: list, check: bool = True) -> None:
+        """Fill the Data slots from the graph inputs, each checked against its Data desc."""
+        for data in self._data_inputs:
+            tensor = inputs[data.index]
+            if not isinstance(tensor, torch.Tensor):
+                tensor = torch.tensor(tensor)  # a Python scalar for a symbolic size
+            elif data.scalar and tensor.shape == (1,):
+                # TorchAir's generated input code feeds a SymInt as `numpy.array([v])` to a Data
+                # declared as a scalar (its `_ValueInput.__call__` gives the 0-d value): same value.
+                tensor = tensor.reshape(())
+            if check and data.check is not None:
+                check_output(tensor, data.check)
+            if data.slot is not None:
+                values[data.slot] = tensor
+
+    def _collect_outputs(self, values: list, inputs: list, cached_storages: set = frozenset()) -> list:
+        outputs = []
+        seen_storages = {_storage(t) for t in inputs if isinstance(t, torch.Tensor)}
+        seen_storages |= self.kept_storages | cached_storages
+        for slot, (where, check, expected) in zip(self._output_step.arg_slots, self._output_checks):
+            tensor = values[slot].contiguous()
+            # GE writes every output into its own buffer: never hand back an alias of an input,
+            # another output, a Const the plan keeps or a value it caches for a signature.
+            if tensor.numel() > 0 and _storage(tensor) in seen_storages:
+                tensor = tensor.clone()
+            seen_storages.add(_storage(tensor))
+            if check is not None:
+                check_output(tensor, check)
+            if expected is not None and tensor.dtype != expected:
+                raise GeExecutionError(f"{where}: dtype mismatch, graph attr _output_dtypes expects {expected}, got {tensor.dtype}")
+            outputs.append(tensor)
+        return outputs
+
+
+def _signature(inputs: list) -> tuple:
+    """What fixes every node's output dtype and shape: each input's dtype and shape, and the values
+    of small integer inputs and Python scalars (symbolic sizes arrive that way)."""
+    parts = []
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            if not value.is_floating_point() and value.numel() <= _SMALL_INT_INPUT:
+                parts.append((value.dtype, value.shape, tuple(value.reshape(-1).tolist())))
+            else:
+                parts.append((value.dtype, value.shape))
+        else:
+            parts.append(value)
+    return tuple(parts)
+
+
+def _storage(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def _kernel_for(op):
+    entry = lookup_kernel(op.type)
+    if entry is None:
+        raise GeExecutionError(
+            f"GE op type {op.type!r} (node {op.name!r}) has no CPU kernel in the op_plugin simulator. "
+            f"Add one with op_plugin._simulator.register_ge_kernel({op.type!r}, fn), where fn takes the "
+            "node's inputs by position and its attrs as keyword arguments and returns its output tensor(s) "
+            "(docs/contributing.md)"
+        )
+    return entry
+
+
+def kernel_failure(op, error: Exception) -> GeExecutionError:
+    """The error a failing kernel becomes, naming its node: a refusal (KernelError) as the kernel
+    worded it, anything else (a torch error) as a failure of the kernel."""
+    if isinstance(error, KernelError):
+        return GeExecutionError(f"{op.type} (node {op.name!r}): {error}")
+    return GeExecutionError(f"GE kernel for {op.type} failed on node {op.name!r}: {error}")
+
+
+def _run_kernel(step: _Step, args, resolver=None) -> list:
+    op = step.op
+    try:
+        outputs = step.kernel(args)
+    except GeExecutionError:
+        raise
+    except Exception as error:  # name the node: a bare torch error says nothing about the graph
+        raise kernel_failure(op, error) from error
+    if isinstance(outputs, torch.Tensor) or not isinstance(outputs, (list, tuple)):
+        raise GeExecutionError(f"GE kernel for {op.type} (node {op.name!r}) must return a list of tensors, got {type(outputs).__name__}")
+    outputs = list(outputs)
+    if step.checks and len(outputs) != len(step.checks):
+        raise GeExecutionError(
+            f"node {op.name!r} ({op.type}): the graph declares {len(step.checks)} outputs, the kernel returned {len(outputs)}"
+        )
+    for index, tensor in enumerate(outputs):
+        if not isinstance(tensor, torch.Tensor):
+            raise GeExecutionError(f"node {op.name!r} ({op.type}) output {index}: the kernel returned "
+                                   f"{type(tensor).__name__}, not a tensor")
+        if index < len(step.checks):
+            check_output(tensor, step.checks[index])
+        fx = step.fx_shapes[index] if index < len(step.fx_shapes) else None
+        if fx is not None and resolver is not None:
+            check_fx_shape(tensor, resolver.expected(fx), fx, step.checks[index].where)
+    return outputs
+
+
+# Who sees every node's outputs as graphs run (innermost last); see `observing`.
+_observers: list = []
+
+
+@contextlib.contextmanager
+def observing(observer):
+    """Within the block, every graph run calls `observer(plan, op, outputs)` after each kernel node,
+    with the node's output tensors (not copies: an observer that keeps them must clone them, since a
+    later ref op may write into them). For per-node accuracy tools; costs nothing when unused."""
+    _observers.append(observer)
+    try:
+        yield observer
+    finally:
+        _observers.remove(observer)
+
+
+def compile_graph(graph_def, fx_meta=None) -> GraphPlan:
+    """Prepare a GraphDef for repeated runs (topological order, decoded attrs); `fx_meta` is what
+    the lowering recorded of the FX graph (`op_plugin._simulator.hosting.fx_meta.FxMetaRecord`), if any."""
+    return GraphPlan(graph_def, fx_meta)
+
+
+def execute_graph(graph_def, inputs: list) -> list:
+    """Run ``graph_def`` on the CPU with ``inputs`` in Data-index order; one tensor per NetOutput input."""
+    return GraphPlan(graph_def).run(list(inputs))

@@ -1,0 +1,74 @@
+"""Helpers shared by the GE kernels: one dtype for all inputs, index inputs as ints, node-named errors."""
+from __future__ import annotations
+
+import contextvars
+
+import torch
+
+from ...._base.numerics import opmath  # noqa: F401  (re-exported: every kernel module widens 16-bit floats alike)
+
+
+# True while a plan runs a graph in which no node writes into an input (no ref op): there a view
+# is indistinguishable from GE's own output buffer, so reshape-like kernels may return one.
+VIEWS_ALLOWED = contextvars.ContextVar("op_plugin_views_allowed", default=False)
+
+
+def fresh(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` as a GE output: contiguous, and a buffer of its own unless views are allowed."""
+    if not tensor.is_contiguous():
+        return tensor.contiguous()
+    return tensor if VIEWS_ALLOWED.get() else tensor.clone()
+
+
+# The attribute under which the executor stores the ints of an immutable small integer tensor.
+CONST_INTS = "_op_plugin_const_ints"
+_MAX_CONST_INTS = 64
+
+
+def remember_ints(tensor) -> None:
+    """Store a small integer tensor's values on it, for `int_list`: only for tensors nothing writes
+    to (the plan's Consts and the values it folds per signature)."""
+    if isinstance(tensor, torch.Tensor) and not tensor.is_floating_point() and not tensor.is_complex() \
+            and tensor.numel() <= _MAX_CONST_INTS:
+        setattr(tensor, CONST_INTS, tuple(int(v) for v in tensor.reshape(-1).tolist()))
+
+
+def same_dtype(op_type, tensors):
+    """GE does not promote: a kernel whose inputs differ in dtype is given a graph TorchAir would refuse."""
+    dtypes = {t.dtype for t in tensors if t is not None}
+    if len(dtypes) > 1:
+        names = ", ".join(sorted(str(d) for d in dtypes))
+        raise TypeError(f"{op_type} needs inputs of one dtype (GE does not promote), got {names}")
+
+
+def int_list(value) -> list[int]:
+    """A GE index input (tensor, scalar tensor, or list) as a list of Python ints."""
+    if isinstance(value, torch.Tensor):
+        known = getattr(value, CONST_INTS, None)  # a Const or folded value the plan never changes
+        if known is not None:
+            return list(known)
+        return [int(v) for v in value.reshape(-1).tolist()]
+    if isinstance(value, (list, tuple)):
+        return [int(v) for v in value]
+    return [int(value)]
+
+
+def fail(node, message):
+    """Raise a ValueError naming the node: an attr value the simulator does not implement is refused,
+    never computed as something else."""
+    raise ValueError(f"{node.type} (node {node.name!r}): {message}")
+
+
+def check_dtype(node, what, tensor, allowed):
+    if tensor.dtype not in allowed:
+        names = ", ".join(str(d).replace("torch.", "") for d in allowed)
+        fail(node, f"{what} has dtype {str(tensor.dtype).replace('torch.', '')}; the GE prototype takes {names}")
+
+
+def input_layout(node, index, default):
+    """The layout GE reads input `index` in; TorchAir writes "ND" when a converter set none."""
+    if index < len(node.input_desc):
+        layout = node.input_desc[index].layout
+        if layout and layout != "ND":
+            return layout
+    return default

@@ -1,0 +1,3 @@
+"""Emulating torch_npu on a CPU host: its operators defined from the wheel's schemas and Meta
+functions with reference kernels (`ops`, `wheel_meta`, `reference`, `attention`), its dispatch
+choices (`dispatch`), and its NPU generator's seed/offset protocol (`generator`)."""
