@@ -1,4 +1,9 @@
-"""Helpers shared by the GE kernels: one dtype for all inputs, index inputs as ints, node-named errors."""
+"""Helpers shared by the GE kernels: output buffers, index inputs as ints, dtype checks.
+
+Kernels refuse what they do not implement with `refuse(message)` (from `..registry`); the executor
+names the node. `fail(node, ...)`, `check_dtype(node, ...)` and `same_dtype` serve the old
+`(inputs, attrs, node)` convention until every kernel has moved to `ge_kernel`.
+"""
 from __future__ import annotations
 
 import contextvars
@@ -6,6 +11,7 @@ import contextvars
 import torch
 
 from ...._base.numerics import opmath  # noqa: F401  (re-exported: every kernel module widens 16-bit floats alike)
+from ..errors import refuse
 
 
 # True while a plan runs a graph in which no node writes into an input (no ref op): there a view
@@ -72,3 +78,11 @@ def input_layout(node, index, default):
         if layout and layout != "ND":
             return layout
     return default
+
+
+def require_dtype(what: str, tensor, allowed) -> None:
+    """Refuse `tensor` (named `what`) unless its dtype is one the GE prototype takes; for checks the
+    decorator's `accepts=` cannot express (a dtype that depends on another input or an attr)."""
+    if tensor.dtype not in allowed:
+        names = ", ".join(str(d).replace("torch.", "") for d in allowed)
+        refuse(f"{what} has dtype {str(tensor.dtype).replace('torch.', '')}; the GE prototype takes {names}")
