@@ -1,5 +1,4 @@
-"""Mixture-of-experts building blocks: GroupedMatmul (CANN ops-transformer gmm/grouped_matmul) and
-Histogram (the per-expert token counts, CANN's histogram semantics as aclnnHistc documents them).
+"""GroupedMatmul (CANN ops-transformer gmm/grouped_matmul), the mixture-of-experts expert matmul.
 
 GroupedMatmul is simulated in its non-quantised form only: every scale, offset and antiquant list
 must be empty (TorchAir fills an empty list with one 0-element tensor) and act_type 0. Scenarios
@@ -116,20 +115,3 @@ def _grouped_matmul(inputs, attrs, node):
         return [y.to(out_dtype)]
     fail(node, f"split_item {split_item} with group_type {group_type}, {len(xs)} x tensor(s) and "
                f"group_list {'given' if group_list is not None else 'absent'} is not simulated")
-
-
-@builtin_kernel("Histogram")
-def _histogram(inputs, attrs, node):
-    """`bins` equal-width bins over [min, max] (both ends included); min == max takes the data's own
-    minimum and maximum; elements outside are not counted (aclnnHistc, CANN ops-math histogram_v2).
-    Float inputs give float32 counts, int32 inputs int32 counts (the prototype's output types)."""
-    x = inputs[0]
-    check_dtype(node, "x", x, (torch.float16, torch.float32, torch.int32))
-    bins = attrs.get("bins", 100)
-    if bins <= 0:
-        fail(node, f"bins must be positive, got {bins}")
-    low, high = float(attrs.get("min", 0.0)), float(attrs.get("max", 0.0))
-    if low > high:
-        fail(node, f"min {low} is greater than max {high}")
-    counts = torch.histc(x.to(torch.float64), bins=bins, min=low, max=high)
-    return [counts.to(torch.int32 if x.dtype == torch.int32 else torch.float32)]

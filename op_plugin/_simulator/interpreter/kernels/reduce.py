@@ -1,6 +1,7 @@
 """Reduction GE ops: Reduce{Mean,Sum,Max,Min,Prod,All,Any,LogSumExp} (axes as input) and their D forms
 (axes as attr), ReduceMeanWithCast, ReduceStdV2, ReduceStdWithMean, LpNormV2, ArgMaxV2/ArgMin,
-ArgMax/MinWithValue, Cumsum.
+ArgMax/MinWithValue, Cumsum, Histogram (per-bin counts, CANN's histogram semantics as aclnnHistc
+documents them).
 
 Sums and means of 16-bit floats accumulate in float32 and round once.
 """
@@ -207,3 +208,20 @@ def _lp_norm_v2(inputs, attrs, node):
     else:
         norm = magnitude.pow(p).sum(dim=axes, keepdim=keep).pow(1.0 / p)
     return [torch.clamp_min(norm, attrs.get("epsilon", 1e-12)).to(x.dtype)]
+
+
+@builtin_kernel("Histogram")
+def _histogram(inputs, attrs, node):
+    """`bins` equal-width bins over [min, max] (both ends included); min == max takes the data's own
+    minimum and maximum; elements outside are not counted (aclnnHistc, CANN ops-math histogram_v2).
+    Float inputs give float32 counts, int32 inputs int32 counts (the prototype's output types)."""
+    x = inputs[0]
+    check_dtype(node, "x", x, (torch.float16, torch.float32, torch.int32))
+    bins = attrs.get("bins", 100)
+    if bins <= 0:
+        fail(node, f"bins must be positive, got {bins}")
+    low, high = float(attrs.get("min", 0.0)), float(attrs.get("max", 0.0))
+    if low > high:
+        fail(node, f"min {low} is greater than max {high}")
+    counts = torch.histc(x.to(torch.float64), bins=bins, min=low, max=high)
+    return [counts.to(torch.int32 if x.dtype == torch.int32 else torch.float32)]
