@@ -25,3 +25,37 @@ def simulator_dir() -> Path:
 def torchair_parent(folder: Path) -> Path:
     """The folder that must be on sys.path for ``import torchair`` (TorchAir imports itself top-level)."""
     return folder / "torch_npu" / "dynamo"
+
+
+# Files whose presence shows that TorchAir's sources were unpacked, relative to the folder.
+_TORCHAIR_PARTS = "torch_npu/dynamo/torchair"
+REQUIRED_FILES = (
+    f"{_TORCHAIR_PARTS}/__init__.py",
+    f"{_TORCHAIR_PARTS}/core/_backend.py",
+    f"{_TORCHAIR_PARTS}/_ge_concrete_graph/ge_ir_pb2.py",
+    f"{_TORCHAIR_PARTS}/npu_fx_compiler.py",
+)
+
+
+def missing_parts(folder: Path) -> list[str]:
+    """What is missing for the folder to be a usable simulator; empty when it is complete."""
+    if not folder.is_dir():
+        return [str(folder)]
+    missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
+    installed = _unpacked_version(folder)
+    if installed != TORCH_NPU_VERSION:
+        missing.append(f"torch_npu-{TORCH_NPU_VERSION}.dist-info (found version {installed})")
+    return missing
+
+
+def _unpacked_version(folder: Path) -> str | None:
+    metadata = folder / f"torch_npu-{TORCH_NPU_VERSION}.dist-info" / "METADATA"
+    if not metadata.is_file():
+        return None
+    with metadata.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("Version:"):
+                return line.split(":", 1)[1].strip()
+            if not line.strip():  # end of the header block
+                break
+    return None

@@ -8,13 +8,14 @@ import sys
 
 import pytest
 
+from op_plugin._base import wheel as _wheel
 from op_plugin._simulator.hosting import install as _install
 from op_plugin._simulator import install_simulator, simulator_dir
 
 
 def _fake_unpack(folder, version=_install.TORCH_NPU_VERSION):
     """The files a complete unpack of the pinned wheel has (contents do not matter here)."""
-    for name in _install._REQUIRED_FILES:
+    for name in _wheel.REQUIRED_FILES:
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("# stand-in\n")
@@ -44,7 +45,7 @@ def test_existing_complete_folder_is_compiled_and_marked_without_pip_and_not_red
     marker = json.loads((folder / _install.MARKER_NAME).read_text())
     assert marker["torch_npu"] == "2.13.0" and marker["bytecode"] == [sys.implementation.cache_tag]
     # The TorchAir sources have bytecode, whatever PYTHONDONTWRITEBYTECODE says.
-    sources = [folder / name for name in _install._REQUIRED_FILES if name.endswith(".py") and "torchair" in name]
+    sources = [folder / name for name in _wheel.REQUIRED_FILES if name.endswith(".py") and "torchair" in name]
     assert sources and all(os.path.exists(importlib.util.cache_from_source(str(path))) for path in sources)
     compiled = []
     monkeypatch.setattr(_install, "compile_bytecode", compiled.append)

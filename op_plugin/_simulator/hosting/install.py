@@ -24,46 +24,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..._base.wheel import ENV_VAR, TORCH_NPU_VERSION, simulator_dir, torchair_parent
+from ..._base.wheel import ENV_VAR, TORCH_NPU_VERSION, missing_parts, simulator_dir, torchair_parent
 
 __all__ = ["ENV_VAR", "TORCH_NPU_VERSION", "install_simulator", "missing_parts", "simulator_dir", "torchair_parent"]
 TORCH_NPU_REQUIREMENT = f"torch-npu=={TORCH_NPU_VERSION}"
 MARKER_NAME = ".op-plugin-simulator-complete"
 INSTALL_HINT = "run `make setup` or `python -m op_plugin._simulator.hosting.install`"
-
-# Files whose presence shows that TorchAir's sources were unpacked, relative to the folder.
-_TORCHAIR_PARTS = "torch_npu/dynamo/torchair"
-_REQUIRED_FILES = (
-    f"{_TORCHAIR_PARTS}/__init__.py",
-    f"{_TORCHAIR_PARTS}/core/_backend.py",
-    f"{_TORCHAIR_PARTS}/_ge_concrete_graph/ge_ir_pb2.py",
-    f"{_TORCHAIR_PARTS}/npu_fx_compiler.py",
-)
-
-
-def missing_parts(folder: Path) -> list[str]:
-    """What is missing for the folder to be a usable simulator; empty when it is complete."""
-    if not folder.is_dir():
-        return [str(folder)]
-    missing = [name for name in _REQUIRED_FILES if not (folder / name).is_file()]
-    installed = _unpacked_version(folder)
-    if installed != TORCH_NPU_VERSION:
-        missing.append(f"torch_npu-{TORCH_NPU_VERSION}.dist-info (found version {installed})")
-    return missing
-
-
-def _unpacked_version(folder: Path) -> str | None:
-    metadata = folder / f"torch_npu-{TORCH_NPU_VERSION}.dist-info" / "METADATA"
-    if not metadata.is_file():
-        return None
-    with metadata.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.startswith("Version:"):
-                return line.split(":", 1)[1].strip()
-            if not line.strip():  # end of the header block
-                break
-    return None
-
 
 def _marker_ok(folder: Path) -> bool:
     marker = folder / MARKER_NAME

@@ -36,7 +36,7 @@ import torch
 
 from ..._base.handles import RegistrationHandle
 from . import attention as npu_ops_attention, reference as npu_ops_reference, wheel_meta as npu_ops_wheel
-from ..hosting import install
+from ..._base import wheel as install  # where the unpacked wheel is, and whether it is complete
 
 NAMESPACE = "npu"
 
