@@ -32,18 +32,6 @@ def _rotary_mul(inputs, attrs, node):
     return [(wide * opmath(r1) + rotated * opmath(r2)).to(x.dtype)]
 
 
-@builtin_kernel("SwiGlu")
-def _swiglu(inputs, attrs, node):
-    """CANN SwiGlu: x split in halves A, B along `dim`; y = A * sigmoid(A) * B (float32, rounded once)."""
-    (x,) = inputs
-    check_dtype(node, "x", x, (torch.float16, torch.bfloat16, torch.float32))
-    dim = attrs.get("dim", -1)
-    if x.dim() == 0 or not -x.dim() <= dim < x.dim() or x.shape[dim] % 2:
-        fail(node, f"dim {dim} of x with shape {tuple(x.shape)} must exist and have an even size")
-    a, b = opmath(x).float().chunk(2, dim=dim)
-    return [(a * torch.sigmoid(a) * b).to(x.dtype)]
-
-
 def _rotated(x, mode):
     """CANN RotaryPositionEmbedding's x_rotate (ops-transformer README) for mode 0-2."""
     if mode == 0:    # half

@@ -27,46 +27,6 @@ _FLOATS = (torch.float16, torch.float32, torch.bfloat16)
 _F16_F32 = (torch.float16, torch.float32)
 
 
-# ---- softmax --------------------------------------------------------------------------------------
-
-def _axes(node, values, rank):
-    if not values:
-        fail(node, "needs at least one axis")
-    for axis in values:
-        if not -max(rank, 1) <= axis < max(rank, 1):
-            fail(node, f"axis {axis} is out of range for rank {rank}")
-    return sorted({axis % max(rank, 1) for axis in values})
-
-
-@builtin_kernel("SoftmaxGrad")
-def _softmax_grad(inputs, attrs, node):
-    """grad_x = (grad_softmax - sum(grad_softmax * softmax, axes)) * softmax."""
-    softmax, grad = inputs
-    same_dtype(node.type, [softmax, grad])
-    check_dtype(node, "softmax", softmax, _FLOATS + (torch.int32, torch.int8, torch.uint8))
-    if softmax.shape != grad.shape:
-        fail(node, f"softmax {list(softmax.shape)} and grad_softmax {list(grad.shape)} must have one shape")
-    axes = _axes(node, attrs.get("axes", [-1]), softmax.dim())
-    y, dy = opmath(softmax).float(), opmath(grad).float()
-    if softmax.dim() == 0:
-        return [((dy - dy * y) * y).to(softmax.dtype)]
-    return [((dy - (dy * y).sum(dim=axes, keepdim=True)) * y).to(softmax.dtype)]
-
-
-@builtin_kernel("LogSoftmaxGrad")
-def _log_softmax_grad(inputs, attrs, node):
-    """y = grad - exp(x) * sum(grad, axis), x being LogSoftmax's output."""
-    grad, x = inputs
-    same_dtype(node.type, [grad, x])
-    check_dtype(node, "x", x, _FLOATS)
-    if grad.shape != x.shape:
-        fail(node, f"grad {list(grad.shape)} and x {list(x.shape)} must have one shape")
-    axes = _axes(node, attrs.get("axis", [-1]), x.dim())
-    dy = opmath(grad)
-    total = dy if x.dim() == 0 else dy.sum(dim=axes, keepdim=True)
-    return [(dy - torch.exp(opmath(x)) * total).to(x.dtype)]
-
-
 # ---- layer norm -----------------------------------------------------------------------------------
 
 @builtin_kernel("LayerNormGradV3")

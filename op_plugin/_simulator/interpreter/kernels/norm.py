@@ -11,23 +11,6 @@ from .common import check_dtype, fail, input_layout, int_list, opmath
 from ..registry import builtin_kernel
 
 
-def _softmax_like(fn, has_half_to_float):
-    def kernel(inputs, attrs, node):
-        x = inputs[0]
-        axes = attrs.get("axes", [-1])
-        if len(axes) != 1:
-            fail(node, f"softmax over several axes {axes} is not supported by the simulator")
-        # half_to_float exists on SoftmaxV2 only
-        out_dtype = torch.float32 if has_half_to_float and attrs.get("half_to_float", False) else x.dtype
-        return [fn(opmath(x), dim=axes[0]).to(out_dtype)]
-
-    return kernel
-
-
-builtin_kernel("SoftmaxV2")(_softmax_like(torch.softmax, has_half_to_float=True))
-builtin_kernel("LogSoftmaxV2")(_softmax_like(torch.log_softmax, has_half_to_float=False))
-
-
 def _normalise(x, dims, epsilon):
     """Mean, rstd (kept dims) and normalised x over ``dims``, all in float32 for 16-bit inputs."""
     wide = opmath(x)
