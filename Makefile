@@ -29,8 +29,8 @@ demo: setup
 	$(VENV)/bin/op-plugin demo
 
 # lint-imports: the pipeline's stages import one way (contracts in pyproject.toml, docs/design.md).
-# The zoo has its own target: in one process with the other tests, the repository's kernels/ is
-# imported first and transformers takes it for the PyPI package `kernels`.
+# The zoo has its own target: it needs the `zoo` extra (transformers), which setup does not
+# install, and it compiles whole public models.
 test: setup
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -p no:cacheprovider --ignore=tests/zoo

@@ -55,24 +55,7 @@ def _load(model: str, batch: int, length: int):
     return entry.build(), (), entry.inputs(batch, length)
 
 
-def _import_transformers_without_the_root() -> None:
-    """transformers probes for the PyPI package `kernels`, which the repository's kernels/ folder
-    would shadow while the root is on sys.path (as tests/zoo/conftest.py explains)."""
-    import os
-
-    saved = list(sys.path)
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != str(ROOT)]
-    try:
-        import transformers  # noqa: F401
-        from transformers import BertModel  # noqa: F401  (resolves the lazy module now)
-    except ImportError:
-        pass
-    finally:
-        sys.path[:] = saved
-
-
 def child(payload: dict) -> dict:
-    _import_transformers_without_the_root()
     import torch
 
     torch.set_num_threads(payload["threads"])

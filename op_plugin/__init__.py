@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 def _load_shipped() -> None:
     # The shipped ops' Python pieces (reference kernels, Meta functions, converters) register with
     # the decorators on import; each of these packages imports every module placed in it.
-    from . import converters, kernels, meta_functions  # noqa: F401
+    from . import converters, meta_functions, reference_kernels  # noqa: F401
 
     for path in shipped_yaml_files():
         load_yaml(path)

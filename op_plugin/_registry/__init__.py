@@ -8,7 +8,7 @@ and `load_yaml` / `unload`, all or nothing (`load`).
 May import: `op_plugin._base`, `op_plugin._spec`, `op_plugin._ge`, torch. Never TorchAir, the
 lowering or the simulator: they hook in through `op_state.add_piece_listener` and `load.add_load_hook`.
 
-Also `piece_modules`: how kernels/, meta/ and converters/ import every module placed in them.
+Also `piece_modules`: how reference_kernels/, meta/ and converters/ import every module placed in them.
 """
 from .op_state import OpState, Piece, detach, find, loaded, qualify, state
 

@@ -1,4 +1,5 @@
-"""Packages of hand-written pieces (kernels/, meta/, converters/) load every module placed in them."""
+"""Packages of hand-written pieces (op_plugin/reference_kernels/, meta/, converters/) load every module
+placed in them."""
 from __future__ import annotations
 
 import importlib
