@@ -4,6 +4,10 @@ The pattern of torch's `torch._library.utils.RegistrationHandle`: whoever regist
 returns a handle whose `destroy()` undoes exactly that registration. Handles are idempotent (a
 second `destroy()` does nothing) and compose: a `HandleGroup` destroys its members in reverse
 order, which is how a failed load or an unload takes back everything done for an op.
+
+A `HandleGroup` is also a rollback context, with the semantics of `contextlib.ExitStack` used
+as one: `with HandleGroup("...") as group: group.add(...)` destroys every handle added in the
+block if the block raises (any exception, which then propagates), and keeps them all otherwise.
 """
 from __future__ import annotations
 
@@ -34,7 +38,18 @@ class RegistrationHandle:
 
 
 class HandleGroup(RegistrationHandle):
-    """Handles destroyed together, newest first; a handle added after `destroy()` is destroyed at once."""
+    """Handles destroyed together, newest first; a handle added after `destroy()` is destroyed at once.
+
+    As a context manager it is all or nothing:
+
+        with HandleGroup("lowering of my_op") as group:
+            group.add(register_a())
+            group.add(register_b())   # raises: a is taken back, the error propagates
+        # no exception: the group keeps a and b (until its own destroy())
+
+    If taking back fails too, that failure propagates, chained to the block's exception
+    (`__context__`), as an ExitStack callback failing while unwinding does.
+    """
 
     __slots__ = ("_members",)
 
@@ -50,6 +65,14 @@ class HandleGroup(RegistrationHandle):
             self._members = [m for m in self._members if not m.destroyed]
             self._members.append(handle)
         return handle
+
+    def __enter__(self) -> HandleGroup:
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> bool:
+        if exc_type is not None:
+            self.destroy()  # the block failed: take back what it added
+        return False  # never swallows the block's exception
 
     def __len__(self) -> int:
         """How many members are still live."""
