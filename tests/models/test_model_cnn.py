@@ -56,13 +56,17 @@ def test_bfloat16_is_refused_clearly():
 
 # ---- the kernels' attrs beyond the model ------------------------------------------------------
 
-def _node(op_type, *layouts):
+def _node(op_type, *layouts, inputs=None):
+    """A stand-in OpDef: input descs carrying `layouts`, and `inputs` data inputs (one per layout
+    by default) for the binder to group by position."""
     descs = [SimpleNamespace(layout=layout, name=f"in{i}") for i, layout in enumerate(layouts)]
-    return SimpleNamespace(type=op_type, name=op_type.lower(), input_desc=descs)
+    count = len(layouts) if inputs is None else inputs
+    return SimpleNamespace(type=op_type, name=op_type.lower(), input_desc=descs,
+                           input=[f"data{i}:0" for i in range(count)])
 
 
 def _conv(inputs, layouts, **attrs):
-    return lookup_kernel("Conv2D")(inputs, attrs, _node("Conv2D", *layouts))[0]
+    return lookup_kernel("Conv2D")(inputs, attrs, _node("Conv2D", *layouts, inputs=len(inputs)))[0]
 
 
 def test_conv2d_nhwc_asymmetric_pads_and_filter_layouts():
@@ -112,6 +116,6 @@ def test_max_pool_attrs_and_bn_infer_nhwc():
     scale, offset, mean, var = torch.rand(4) + 0.5, torch.randn(4), torch.randn(4), torch.rand(4) + 0.5
     bn = lookup_kernel("BNInfer")
     x = torch.randn(2, 5, 6, 4)   # NHWC: channels last
-    (y,) = bn([x, scale, offset, mean, var], {"epsilon": 1e-3}, _node("BNInfer", "NHWC"))
+    (y,) = bn([x, scale, offset, mean, var], {"epsilon": 1e-3}, _node("BNInfer", "NHWC", inputs=5))
     want = F.batch_norm(x.permute(0, 3, 1, 2), mean, var, scale, offset, eps=1e-3).permute(0, 2, 3, 1)
     torch.testing.assert_close(y, want, **tolerances(torch.float32))

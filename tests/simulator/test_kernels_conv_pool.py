@@ -1,5 +1,6 @@
-"""Convolution, pooling, padding and resampling GE kernels (kernels/conv_pool.py, pooling.py, pad_resize.py)
-through TorchAir's converters against eager, and hand-built graphs for attrs TorchAir never sets."""
+"""Convolution, pooling, padding and resampling GE kernels (kernels/conv.py, pooling.py,
+pooling_max.py, pad.py, image.py) through TorchAir's converters against eager, and hand-built graphs
+for attrs TorchAir never sets."""
 from __future__ import annotations
 
 import pytest

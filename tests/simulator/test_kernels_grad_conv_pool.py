@@ -1,5 +1,6 @@
-"""Backward GE kernels of convolution and pooling (kernels/grad_conv_pool.py) through TorchAir's converters
-against eager, and hand-built graphs for attrs TorchAir never sets (NHWC, argmax V3)."""
+"""Backward GE kernels of convolution and pooling (kernels/conv.py, pooling.py,
+pooling_max.py, image.py) through TorchAir's converters against eager, and hand-built graphs for attrs
+TorchAir never sets (NHWC, argmax V3)."""
 from __future__ import annotations
 
 import pytest
