@@ -1,5 +1,6 @@
-"""The built wheel installs kernels/, meta/, converters/ and yaml/ inside op_plugin, never as top-level
-names, and holds every package of the engine."""
+"""The built wheel installs meta/, converters/ and yaml/ inside op_plugin, never as top-level names,
+holds every package of the engine (the shipped reference kernels among them) and every hand-written
+piece of the root folders."""
 import subprocess
 import sys
 import zipfile
@@ -23,13 +24,16 @@ def test_wheel_layout(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "op_plugin/meta_functions/__init__.py" in names  # not op_plugin/meta: that is the decorator
     assert "op_plugin/converters/__init__.py" in names
-    assert "op_plugin/kernels/__init__.py" in names
+    assert "op_plugin/reference_kernels/__init__.py" in names
     engine = {str(p.relative_to(ROOT)) for p in (ROOT / "op_plugin").rglob("*.py")}
     assert engine <= set(names), sorted(engine - set(names))
+    for folder, package in (("meta", "op_plugin/meta_functions"), ("converters", "op_plugin/converters")):
+        pieces = {f"{package}/{p.name}" for p in (ROOT / folder).glob("*.py")}
+        assert len(pieces) > 1 and pieces <= set(names), (folder, sorted(pieces - set(names)))
     shipped = {Path(n).name for n in names if n.startswith("op_plugin/shipped_yaml/")}
     assert shipped == {p.name for p in (ROOT / "yaml").glob("*.yaml")}
     top_level = {n.split("/")[0] for n in names}
-    assert not top_level & {"meta", "converters", "kernels", "yaml"}, top_level
+    assert {n for n in top_level if not n.endswith(".dist-info")} == {"op_plugin"}, top_level
 
 
 def test_wheel_imports_and_registers_shipped_ops(wheel, tmp_path):
@@ -39,7 +43,7 @@ def test_wheel_imports_and_registers_shipped_ops(wheel, tmp_path):
         "assert op_plugin.__file__.startswith(%r), op_plugin.__file__\n"
         "assert not any(importlib.util.find_spec(n) for n in ('meta', 'converters', 'kernels'))\n"
         "assert callable(op_plugin.meta) and callable(op_plugin.reference)\n"
-        "import op_plugin.meta_functions, op_plugin.converters, op_plugin.kernels\n"
+        "import op_plugin.meta_functions, op_plugin.converters, op_plugin.reference_kernels\n"
         "print(len(op_plugin.shipped_yaml_files()), torch.ops.npu.npu_custom_linear.default)\n"
     ) % str(tmp_path / "site")
     # -P: do not put the working directory on sys.path; PYTHONPATH holds only the unpacked wheel.

@@ -44,3 +44,37 @@ def _sum_list_setup(ctx, inputs, output):
 @backward("npu_custom_sum_list")
 def _sum_list_backward(ctx, grad):
     return [grad] * ctx.count,
+
+
+# --- npu_custom_mse_loss ------------------------------------------------------------------------
+# Its YAML entry has no `outputs:`; the Meta function is meta/mse_loss.py.
+
+@reference("npu_custom_mse_loss")
+def mse_loss(x, target, reduction="mean"):
+    if x.shape != target.shape:
+        raise ValueError(f"npu_custom_mse_loss: target {tuple(target.shape)} must have x's shape {tuple(x.shape)}")
+    squared = (opmath(x) - opmath(target)) ** 2
+    if reduction == "mean":
+        squared = squared.mean()
+    elif reduction == "sum":
+        squared = squared.sum()
+    elif reduction != "none":
+        raise ValueError(f"npu_custom_mse_loss: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    return squared.to(x.dtype)
+
+
+@setup_context("npu_custom_mse_loss")
+def _mse_loss_setup(ctx, inputs, output):
+    x, target, reduction = inputs
+    ctx.save_for_backward(x, target)
+    ctx.reduction = reduction
+
+
+@backward("npu_custom_mse_loss")
+def _mse_loss_backward(ctx, grad):
+    x, target = ctx.saved_tensors
+    diff = x - target
+    grad_x = 2 * diff * grad
+    if ctx.reduction == "mean":
+        grad_x = grad_x / diff.numel()
+    return grad_x, -grad_x, None
