@@ -1,5 +1,5 @@
 """Mixture-of-experts lowering: aten.histc -> Histogram, aten._grouped_mm and transformers'
-grouped_mm_fallback -> GroupedMatmul (kernels/grouped.py, op_plugin/_lowering/moe_converters.py).
+grouped_mm_fallback -> GroupedMatmul (kernels/transformer/moe.py, op_plugin/_lowering/moe_converters.py).
 Oracles: per-group matmuls written here, hand-counted histograms, eager torch."""
 from __future__ import annotations
 
@@ -33,8 +33,10 @@ def test_grouped_mm_matches_per_group_matmuls():
 
 
 def _gmm_node(ge_ir, names):
+    """A node laid out as TorchAir writes it: one input edge per desc, descs named by CANN's prototype."""
     node = ge_ir.OpDef(name="gmm", type="GroupedMatmul")
     for name in names:
+        node.input.append(f"{name}:0")
         node.input_desc.add(name=name)
     return node
 

@@ -23,7 +23,9 @@ DT = {F32: 0, F16: 1, I32: 3, U8: 4, I64: 9, torch.bool: 12, BF16: 27}  # GE-enu
 
 
 def run(op_type, inputs, **attrs):
-    node = types.SimpleNamespace(type=op_type, name=f"test_{op_type}", input_desc=[], output_desc=[])
+    # one input edge per argument: the kernel is bound to the node's inputs by CANN's prototype
+    node = types.SimpleNamespace(type=op_type, name=f"test_{op_type}", input_desc=[], output_desc=[],
+                                 input=[f"in{i}:0" for i in range(len(inputs))])
     return lookup_kernel(op_type)(list(inputs), attrs, node)
 
 

@@ -38,7 +38,7 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
                          prefix=None, actual_seq_qlen=None, actual_seq_kvlen=None, sparse_mode=0,
                          gen_mask_parallel=True, sync=False, softmax_layout="", sink=None, dropout_mask=None,
                          seed=0, offset=0):
-    from ..interpreter.kernels import attention as core  # the kernels package loads on first use only
+    from ..interpreter.kernels.transformer import attention as core  # the kernels package loads on first use only
 
     op = "npu::npu_fusion_attention"
     refused = {"pse": pse, "padding_mask": padding_mask, "prefix": prefix, "actual_seq_qlen": actual_seq_qlen,
@@ -88,7 +88,7 @@ def npu_prompt_flash_attention(query, key, value, *, padding_mask=None, atten_ma
                                pre_tokens=2147483647, next_tokens=0, input_layout="BSH", num_key_value_heads=0,
                                actual_seq_lengths_kv=None, sparse_mode=0):
     """torch_npu's full-sequence inference attention (PromptFlashAttention); see kernels/attention.py."""
-    from ..interpreter.kernels import attention as core
+    from ..interpreter.kernels.transformer import attention as core
 
     op = "npu::npu_prompt_flash_attention"
     _refuse(op, padding_mask=padding_mask, pse_shift=pse_shift, actual_seq_lengths=actual_seq_lengths,
@@ -109,7 +109,7 @@ def npu_incre_flash_attention(query, key, value, *, padding_mask=None, atten_mas
                               quant_offset2=None, kv_padding_size=None, num_heads=1, scale_value=1.0,
                               input_layout="BSH", num_key_value_heads=0, block_size=0, inner_precise=1):
     """torch_npu's decode attention (IncreFlashAttention); see kernels/attention.py."""
-    from ..interpreter.kernels import attention as core
+    from ..interpreter.kernels.transformer import attention as core
 
     op = "npu::npu_incre_flash_attention"
     _refuse(op, padding_mask=padding_mask, pse_shift=pse_shift, antiquant_scale=antiquant_scale,

@@ -1,17 +1,60 @@
-"""Matrix-multiply GE ops: MatMul/MatMulV2/MatMulV3 (2-D) and BatchMatMul/V2/V3 (broadcast batches).
+"""Matrix-multiply GE ops (CANN ops-nn `matmul/`): MatMul/MatMulV2/MatMulV3 (2-D) and
+BatchMatMul/V2/V3 (broadcast batches).
 
-16-bit float inputs are multiplied with float32 accumulation and rounded once, as the cube unit does.
+y = op(x1) @ op(x2) + bias, op a transpose of the last two dims when transpose_x1/x2 (adj_x1/x2)
+is set. 16-bit float inputs are multiplied with float32 accumulation and rounded once, as the cube
+unit does. A quantised weight offset (offset_w, offset_x) is refused.
+
+MatMulV3 and BatchMatMulV3 are absent from the prototype table of the pinned TorchAir (none of its
+converters emits them; GE's MatMulToMatmulV3 fusion pass and aclnnMatmul/aclnnBatchMatMul produce
+them on the device), so their prototypes are declared here from CANN's own REG_OP text, ops-nn
+`matmul/mat_mul_v3/op_graph/mat_mul_v3_proto.h` and `matmul/batch_mat_mul_v3/op_graph/
+batch_mat_mul_v3_proto.h`: the inputs and attrs of MatMulV2/BatchMatMulV2 plus a precision-mode
+attr (opImplMode, enable_hf32). A graph written against those docs (`ascendir_MatMulV3.md`,
+`ascendir_BatchMatMulV3.md`) runs here with the same semantics as V2.
 """
 from __future__ import annotations
 
 import torch
 
-from .common import opmath, same_dtype
-from ..registry import builtin_kernel
+from ...._ge.reg_op import parse_reg_ops
+from ..registry import ge_kernel, refuse
+from .common import opmath
+
+# The REG_OP text of ops-nn's mat_mul_v3_proto.h and batch_mat_mul_v3_proto.h, as CANN writes it.
+_V3_PROTOTYPES = parse_reg_ops('''
+"""REG_OP(MatMulV3)
+    .INPUT(x1, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .INPUT(x2, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .OPTIONAL_INPUT(bias, TensorType({DT_FLOAT, DT_FLOAT16, DT_BF16}))
+    .OUTPUT(y, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .OPTIONAL_INPUT(offset_w, TensorType({DT_INT8, DT_INT4}))
+    .ATTR(transpose_x1, Bool, false)
+    .ATTR(transpose_x2, Bool, false)
+    .ATTR(offset_x, Int, 0)
+    .ATTR(opImplMode, Int, 0x1)
+    .OP_END_FACTORY_REG(MatMulV3)
+"""
+"""REG_OP(BatchMatMulV3)
+    .INPUT(x1, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .INPUT(x2, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .OPTIONAL_INPUT(bias, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
+    .OUTPUT(y, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .OPTIONAL_INPUT(offset_w, TensorType({DT_INT8, DT_INT4}))
+    .ATTR(adj_x1, Bool, false)
+    .ATTR(adj_x2, Bool, false)
+    .ATTR(offset_x, Int, 0)
+    .ATTR(enable_hf32, Bool, false)
+    .OP_END_FACTORY_REG(BatchMatMulV3)
+"""
+''')
+_V3_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+_OP_IMPL_MODE = ("the NPU's precision/performance mode (0x1 default, 0x40 hf32, ...); the CPU multiplies in "
+                 "float32 either way")
+_ENABLE_HF32 = "lets the NPU multiply float32 in hf32; the CPU multiplies in float32 either way"
 
 
-def _matmul(x1, x2, bias, transpose_x1, transpose_x2, op_type):
-    same_dtype(op_type, (x1, x2))
+def _matmul(x1, x2, bias, transpose_x1, transpose_x2):
     if transpose_x1:
         x1 = x1.transpose(-1, -2)
     if transpose_x2:
@@ -26,22 +69,52 @@ def _matmul(x1, x2, bias, transpose_x1, transpose_x2, op_type):
     return result if bias is None else result + bias
 
 
-def _operands(inputs, node):
-    """x1, x2 and the optional bias; a quantised weight offset (offset_w) is refused."""
-    if len(inputs) > 3 and inputs[3] is not None:
-        raise ValueError(f"{node.type} with offset_w (quantised weights) is not supported by the simulator")
-    return inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None
+def _no_quantised_offset(offset_w, offset_x):
+    if offset_w is not None:
+        refuse("offset_w (quantised weights) is not supported by the simulator")
+    if offset_x:
+        refuse(f"offset_x={offset_x} (a quantised input offset) is not supported by the simulator")
 
 
-@builtin_kernel("MatMul", "MatMulV2", "MatMulV3")
-def _mat_mul(inputs, attrs, node):
-    x1, x2, bias = _operands(inputs, node)
+def _two_d(x1, x2):
     if x1.dim() != 2 or x2.dim() != 2:
-        raise ValueError(f"{node.type} takes 2-D inputs, got {list(x1.shape)} and {list(x2.shape)}")
-    return [_matmul(x1, x2, bias, attrs.get("transpose_x1", False), attrs.get("transpose_x2", False), node.type)]
+        refuse(f"takes 2-D inputs, got {list(x1.shape)} and {list(x2.shape)}")
 
 
-@builtin_kernel("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
-def _batch_mat_mul(inputs, attrs, node):
-    x1, x2, bias = _operands(inputs, node)
-    return [_matmul(x1, x2, bias, attrs.get("adj_x1", False), attrs.get("adj_x2", False), node.type)]
+@ge_kernel("MatMul", one_dtype=("x1", "x2"))
+def mat_mul(x1, x2, bias, *, transpose_x1, transpose_x2):
+    _two_d(x1, x2)
+    return _matmul(x1, x2, bias, transpose_x1, transpose_x2)
+
+
+@ge_kernel("MatMulV2", one_dtype=("x1", "x2"))
+def mat_mul_v2(x1, x2, bias, offset_w, *, transpose_x1, transpose_x2, offset_x):
+    _no_quantised_offset(offset_w, offset_x)
+    _two_d(x1, x2)
+    return _matmul(x1, x2, bias, transpose_x1, transpose_x2)
+
+
+@ge_kernel("MatMulV3", one_dtype=("x1", "x2"), prototype=_V3_PROTOTYPES["MatMulV3"],
+           accepts={"x1": _V3_FLOATS, "x2": _V3_FLOATS}, layout_only={"opImplMode": _OP_IMPL_MODE})
+def mat_mul_v3(x1, x2, bias, offset_w, *, transpose_x1, transpose_x2, offset_x):
+    _no_quantised_offset(offset_w, offset_x)
+    _two_d(x1, x2)
+    return _matmul(x1, x2, bias, transpose_x1, transpose_x2)
+
+
+@ge_kernel("BatchMatMul", one_dtype=("x1", "x2"))
+def batch_mat_mul(x1, x2, *, adj_x1, adj_x2):
+    return _matmul(x1, x2, None, adj_x1, adj_x2)
+
+
+@ge_kernel("BatchMatMulV2", one_dtype=("x1", "x2"))
+def batch_mat_mul_v2(x1, x2, bias, offset_w, *, adj_x1, adj_x2, offset_x):
+    _no_quantised_offset(offset_w, offset_x)
+    return _matmul(x1, x2, bias, adj_x1, adj_x2)
+
+
+@ge_kernel("BatchMatMulV3", one_dtype=("x1", "x2"), prototype=_V3_PROTOTYPES["BatchMatMulV3"],
+           accepts={"x1": _V3_FLOATS, "x2": _V3_FLOATS}, layout_only={"enable_hf32": _ENABLE_HF32})
+def batch_mat_mul_v3(x1, x2, bias, offset_w, *, adj_x1, adj_x2, offset_x):
+    _no_quantised_offset(offset_w, offset_x)
+    return _matmul(x1, x2, bias, adj_x1, adj_x2)

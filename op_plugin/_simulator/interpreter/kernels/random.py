@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 
 from ...._ge.values import ge_dtype_to_torch
-from .common import check_dtype, fail, int_list
-from ..registry import builtin_kernel
+from ..registry import ge_kernel, refuse
+from .common import int_list
 
 _MASK64 = (1 << 64) - 1
 
@@ -35,79 +35,85 @@ def stream(seed: int, *offsets: int) -> torch.Generator:
     return torch.Generator().manual_seed(mixed)
 
 
-
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _SHAPE_DTYPES = (torch.int32, torch.int64)
+_I64 = (torch.int64,)
 _ALG_PHILOX, _ALG_AUTO_SELECT = 1, 3  # TensorFlow's RNG algorithm numbers (2 is ThreeFry)
 
 
-def _shape(node, shape):
-    check_dtype(node, "shape", shape, _SHAPE_DTYPES)
+def _shape(shape):
     dims = int_list(shape)
     if any(d < 0 for d in dims):
-        fail(node, f"shape {dims} has a negative dim")
+        refuse(f"shape {dims} has a negative dim")
     return dims
 
 
-def _scalar(node, what, tensor, dtypes=(torch.int64,)):
-    check_dtype(node, what, tensor, dtypes)
+def _scalar(what, tensor):
     if tensor.numel() != 1:
-        fail(node, f"{what} must hold one value, got shape {list(tensor.shape)}")
+        refuse(f"{what} must hold one value, got shape {list(tensor.shape)}")
     return int(tensor.reshape(-1)[0].item())
 
 
-def _key_counter_stream(node, key, counter, alg):
+def _out_dtype(dtype, allowed):
+    """The `dtype` attr (a GE-enum number) as a torch dtype the prototype's output takes."""
+    try:
+        out = ge_dtype_to_torch(dtype, where="dtype: ")
+    except ValueError as error:
+        refuse(str(error))
+    if out not in allowed:
+        refuse(f"dtype {out} is not in the prototype's output types")
+    return out
+
+
+def _key_counter_stream(key, counter, alg):
     """TF's stateless V2 inputs: key = [seed], counter = [high, offset] (TorchAir: [0, offset])."""
-    check_dtype(node, "key", key, (torch.uint64,))
-    check_dtype(node, "counter", counter, (torch.uint64,))
-    algorithm = _scalar(node, "alg", alg, (torch.int32,))
+    algorithm = _scalar("alg", alg)
     if algorithm not in (_ALG_PHILOX, _ALG_AUTO_SELECT):
-        fail(node, f"alg {algorithm} is not supported (1 Philox or 3 auto-select)")
+        refuse(f"alg {algorithm} is not supported (1 Philox or 3 auto-select)")
     if key.numel() != 1 or counter.numel() != 2:
-        fail(node, f"key needs 1 value and counter 2, got {key.numel()} and {counter.numel()}")
+        refuse(f"key needs 1 value and counter 2, got {key.numel()} and {counter.numel()}")
     seed = int(key.reshape(-1)[0].item())
     high, offset = (int(v.item()) for v in counter.reshape(-1))
     return stream(seed, offset, high)
 
 
-def _stateless_v2(draw):
-    def kernel(inputs, attrs, node):
-        shape, key, counter, alg = inputs
-        dims = _shape(node, shape)
-        dtype = ge_dtype_to_torch(attrs.get("dtype", 0), where=f"{node.type} dtype: ")
-        if dtype not in _FLOATS:
-            fail(node, f"dtype {dtype} is not in the prototype's output types")
-        return [draw(dims, generator=_key_counter_stream(node, key, counter, alg), dtype=dtype)]
-
-    return kernel
+_V2_INPUTS = {"shape": _SHAPE_DTYPES, "key": (torch.uint64,), "counter": (torch.uint64,), "alg": (torch.int32,)}
 
 
-# uniform in [0, 1), drawn in the output dtype so that 16-bit rounding never reaches 1.0
-builtin_kernel("StatelessRandomUniformV2")(_stateless_v2(torch.rand))
-builtin_kernel("StatelessRandomNormalV2")(_stateless_v2(torch.randn))
+@ge_kernel("StatelessRandomUniformV2", accepts=_V2_INPUTS)
+def stateless_random_uniform_v2(shape, key, counter, alg, *, dtype):
+    """Uniform in [0, 1), drawn in the output dtype so that 16-bit rounding never reaches 1.0."""
+    dims = _shape(shape)
+    out = _out_dtype(dtype, _FLOATS)
+    return torch.rand(dims, generator=_key_counter_stream(key, counter, alg), dtype=out)
+
+
+@ge_kernel("StatelessRandomNormalV2", accepts=_V2_INPUTS)
+def stateless_random_normal_v2(shape, key, counter, alg, *, dtype):
+    dims = _shape(shape)
+    out = _out_dtype(dtype, _FLOATS)
+    return torch.randn(dims, generator=_key_counter_stream(key, counter, alg), dtype=out)
+
 
 _BERNOULLI_OUT = (torch.int8, torch.uint8, torch.int16, torch.uint16, torch.int32, torch.uint32, torch.int64,
                   torch.uint64, torch.bool, torch.float16, torch.float32, torch.float64, torch.bfloat16)
 
 
-@builtin_kernel("StatelessBernoulli")
-def _stateless_bernoulli(inputs, attrs, node):
+@ge_kernel("StatelessBernoulli", accepts={"shape": _SHAPE_DTYPES, "prob": (torch.float16, torch.float32, torch.float64),
+                                          "seed": _I64, "offset": _I64})
+def stateless_bernoulli(shape, prob, seed, offset, *, dtype):
     """y[i] = 1 with probability prob[i] (prob broadcast to `shape`), else 0, in `dtype`."""
-    shape, prob, seed, offset = inputs
-    dims = _shape(node, shape)
-    check_dtype(node, "prob", prob, (torch.float16, torch.float32, torch.float64))
-    dtype = ge_dtype_to_torch(attrs.get("dtype", 0), where=f"{node.type} dtype: ")
-    if dtype not in _BERNOULLI_OUT:
-        fail(node, f"dtype {dtype} is not in the prototype's output types")
+    dims = _shape(shape)
+    out = _out_dtype(dtype, _BERNOULLI_OUT)
     try:
         p = torch.broadcast_to(prob.to(torch.float64), dims)
     except RuntimeError:
-        fail(node, f"prob of shape {list(prob.shape)} does not broadcast to shape {dims}")
+        refuse(f"prob of shape {list(prob.shape)} does not broadcast to shape {dims}")
     if p.numel() and not bool(((p >= 0) & (p <= 1)).all()):
-        fail(node, "prob must lie in [0, 1]")
-    generator = stream(_scalar(node, "seed", seed), _scalar(node, "offset", offset))
+        refuse("prob must lie in [0, 1]")
+    generator = stream(_scalar("seed", seed), _scalar("offset", offset))
     uniform = torch.rand(dims, generator=generator, dtype=torch.float64)
-    return [(uniform < p).to(dtype)]
+    return (uniform < p).to(out)
 
 
 def _mask_bytes(numel):
@@ -115,27 +121,28 @@ def _mask_bytes(numel):
     return (numel + 127) // 128 * 128 // 8
 
 
-@builtin_kernel("StatelessDropOutGenMask")
-def _stateless_dropout_gen_mask(inputs, attrs, node):
+@ge_kernel("StatelessDropOutGenMask", accepts={
+    "shape": _SHAPE_DTYPES, "prob": (torch.float16, torch.float32, torch.bfloat16),
+    "seed": (torch.int32, torch.int64), "seed1": (torch.int32, torch.int64), "offset": _I64})
+def stateless_dropout_gen_mask(shape, prob, seed, seed1, offset):
     """A bit mask keeping each of prod(shape) elements with probability `prob` (the keep probability).
 
     Element i is bit i % 8 (least significant first) of byte i // 8; the bytes are padded to a
     multiple of 16 with zero bits, as the NPU kernel sizes them (TorchAir's native_dropout meta).
     seed and seed1 are the low and high 64 bits of one 128-bit seed; offset is [high, low] counter.
     """
-    shape, prob, seed, seed1, offset = inputs
-    dims = _shape(node, shape)
-    check_dtype(node, "prob", prob, (torch.float16, torch.float32, torch.bfloat16))
-    keep = float(prob.reshape(-1)[0].item()) if prob.numel() == 1 else fail(node, "prob must hold one value")
+    dims = _shape(shape)
+    if prob.numel() != 1:
+        refuse("prob must hold one value")
+    keep = float(prob.reshape(-1)[0].item())
     if not 0.0 <= keep <= 1.0:
-        fail(node, f"prob (keep probability) {keep} is outside [0, 1]")
-    low = _scalar(node, "seed", seed, (torch.int32, torch.int64))
-    high = _scalar(node, "seed1", seed1, (torch.int32, torch.int64))
+        refuse(f"prob (keep probability) {keep} is outside [0, 1]")
+    low = _scalar("seed", seed)
+    high = _scalar("seed1", seed1)
     counter = [0, 0]
     if offset is not None:
-        check_dtype(node, "offset", offset, (torch.int64,))
         if offset.numel() != 2:
-            fail(node, f"offset must hold 2 values, got {offset.numel()}")
+            refuse(f"offset must hold 2 values, got {offset.numel()}")
         counter = int_list(offset)
     numel = 1
     for d in dims:
@@ -144,68 +151,60 @@ def _stateless_dropout_gen_mask(inputs, attrs, node):
     bits = torch.zeros(_mask_bytes(numel) * 8, dtype=torch.uint8)
     bits[:numel] = (torch.rand(numel, generator=generator, dtype=torch.float64) < keep).to(torch.uint8)
     weights = torch.tensor([1 << b for b in range(8)], dtype=torch.int32)
-    return [(bits.reshape(-1, 8).to(torch.int32) * weights).sum(dim=1).to(torch.uint8)]
+    return (bits.reshape(-1, 8).to(torch.int32) * weights).sum(dim=1).to(torch.uint8)
 
 
-@builtin_kernel("DropOutDoMask")
-def _dropout_do_mask(inputs, attrs, node):
+@ge_kernel("DropOutDoMask", accepts={"x": (torch.float32, torch.float16, torch.bfloat16), "mask": (torch.uint8,),
+                                     "keep_prob": (torch.float32, torch.float16)})
+def dropout_do_mask(x, mask, keep_prob):
     """y = x * mask_bit / keep_prob, element i reading bit i % 8 of mask byte i // 8."""
-    x, mask, keep_prob = inputs
-    check_dtype(node, "x", x, (torch.float32, torch.float16, torch.bfloat16))
-    check_dtype(node, "mask", mask, (torch.uint8,))
-    check_dtype(node, "keep_prob", keep_prob, (torch.float32, torch.float16))
     if keep_prob.numel() != 1:
-        fail(node, "keep_prob must hold one value")
+        refuse("keep_prob must hold one value")
     if mask.numel() * 8 < x.numel():
-        fail(node, f"mask has {mask.numel() * 8} bits for {x.numel()} elements")
+        refuse(f"mask has {mask.numel() * 8} bits for {x.numel()} elements")
     bits = (mask.reshape(-1, 1).to(torch.int32) >> torch.arange(8, dtype=torch.int32)) & 1
     keep_bits = bits.reshape(-1)[:x.numel()].reshape(x.shape).to(torch.float32)
     keep = keep_prob.float().reshape(())
     # keep_prob 0 drops everything (the NPU writes zeros rather than 0 * inf)
     scaled = x.float() * keep_bits / keep if float(keep) != 0.0 else torch.zeros_like(x, dtype=torch.float32)
-    return [scaled.to(x.dtype)]
+    return scaled.to(x.dtype)
 
 
 _RANDPERM_OUT = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8, torch.float16, torch.float32,
                  torch.float64)
 
 
-@builtin_kernel("StatelessRandperm",
-                unread_attrs={"layout": "a memory-layout hint (TorchAir sets 1); the permutation does not depend on it"})
-def _stateless_randperm(inputs, attrs, node):
+@ge_kernel("StatelessRandperm", accepts={"n": _I64, "seed": _I64, "offset": _I64},
+           layout_only={"layout": "a memory-layout hint (TorchAir sets 1); the permutation does not depend on it"})
+def stateless_randperm(n, seed, offset, *, dtype):
     """A random permutation of 0 .. n-1 in `dtype`."""
-    n_input, seed, offset = inputs
-    n = _scalar(node, "n", n_input)
-    if n < 0:
-        fail(node, f"n must be >= 0, got {n}")
-    dtype = ge_dtype_to_torch(attrs.get("dtype", 9), where=f"{node.type} dtype: ")
-    if dtype not in _RANDPERM_OUT:
-        fail(node, f"dtype {dtype} is not in the prototype's output types")
-    generator = stream(_scalar(node, "seed", seed), _scalar(node, "offset", offset))
-    return [torch.randperm(n, generator=generator).to(dtype)]
+    count = _scalar("n", n)
+    if count < 0:
+        refuse(f"n must be >= 0, got {count}")
+    out = _out_dtype(dtype, _RANDPERM_OUT)
+    generator = stream(_scalar("seed", seed), _scalar("offset", offset))
+    return torch.randperm(count, generator=generator).to(out)
 
 
-@builtin_kernel("MultinomialWithReplacement")
-def _multinomial(inputs, attrs, node):
+@ge_kernel("MultinomialWithReplacement", accepts={"x": (torch.float16, torch.float32, torch.float64),
+                                                  "seed": _I64, "offset": _I64})
+def multinomial_with_replacement(x, seed, offset, *, numsamples, replacement):
     """numsamples category indices per row of x (1-D or 2-D, non-negative weights), with or without
     replacement. TorchAir never sets `replacement` (aten.multinomial's own flag is dropped), so
     compiled multinomial always samples without replacement, as the GE op's default says."""
-    x, seed, offset = inputs
-    check_dtype(node, "x", x, (torch.float16, torch.float32, torch.float64))
     if x.dim() not in (1, 2):
-        fail(node, f"x must be 1-D or 2-D, got shape {list(x.shape)}")
-    samples = attrs["numsamples"]
-    replacement = attrs.get("replacement", False)
+        refuse(f"x must be 1-D or 2-D, got shape {list(x.shape)}")
+    samples = numsamples
     categories = x.shape[-1]
     if samples <= 0 or (not replacement and samples > categories):
-        fail(node, f"numsamples {samples} is invalid for {categories} categories (replacement={replacement})")
+        refuse(f"numsamples {samples} is invalid for {categories} categories (replacement={replacement})")
     weights = x.to(torch.float64)
     if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
-        fail(node, "x must hold finite, non-negative weights")
+        refuse("x must hold finite, non-negative weights")
     positive = (weights > 0).sum(dim=-1)
     if bool((positive == 0).any()):
-        fail(node, "every row of x needs a positive weight")
+        refuse("every row of x needs a positive weight")
     if not replacement and bool((positive < samples).any()):
-        fail(node, f"without replacement every row needs {samples} categories of positive weight")
-    generator = stream(_scalar(node, "seed", seed), _scalar(node, "offset", offset))
-    return [torch.multinomial(weights, samples, replacement=replacement, generator=generator)]
+        refuse(f"without replacement every row needs {samples} categories of positive weight")
+    generator = stream(_scalar("seed", seed), _scalar("offset", offset))
+    return torch.multinomial(weights, samples, replacement=replacement, generator=generator)

@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import torch
 
-from .common import check_dtype, fail, int_list, opmath
-from ..registry import builtin_kernel
+from ...registry import ge_kernel, refuse
+from ..common import int_list, opmath, require_dtype
 
 _COMPRESSED_MASK = 2048
 _ROW_MAX_COPIES = 8  # CANN stores softmax max/sum repeated 8 times per row (32-byte blocks)
@@ -143,37 +143,35 @@ def softmax_stats(row):
 
 
 _HALF_TYPES = (torch.float16, torch.bfloat16)
-_REFUSED_INPUTS = {3: "real_shift (pse)", 4: "drop_mask (dropout)", 5: "padding_mask", 7: "prefix",
-                   8: "actual_seq_qlen", 9: "actual_seq_kvlen"}
 
 
-@builtin_kernel("FlashAttentionScore")
-def _flash_attention_score(inputs, attrs, node):
-    query, key, value = inputs[:3]
-    for name, tensor in zip(("query", "key", "value"), (query, key, value)):
-        check_dtype(node, name, tensor, _HALF_TYPES)
-    for index, what in _REFUSED_INPUTS.items():
-        if inputs[index] is not None:
-            fail(node, f"{what} is not implemented on the simulator")
-    for index, what in ((10, "q_start_idx"), (11, "kv_start_idx")):
-        if inputs[index] is not None and any(int_list(inputs[index])):
-            fail(node, f"a non-zero {what} is not implemented on the simulator")
-    if attrs.get("keep_prob", 1.0) != 1.0:
-        fail(node, f"keep_prob={attrs['keep_prob']} (dropout) is not implemented on the simulator")
-    if attrs.get("inner_precise", 1) not in (0, 1, 2):
-        fail(node, f"inner_precise={attrs['inner_precise']} is not a CANN value (0, 1, 2)")
-    layout, heads = attrs["input_layout"], attrs["head_num"]
+@ge_kernel("FlashAttentionScore", accepts={"query": _HALF_TYPES, "key": _HALF_TYPES, "value": _HALF_TYPES})
+def flash_attention_score(query, key, value, real_shift, drop_mask, padding_mask, atten_mask, prefix,
+                          actual_seq_qlen, actual_seq_kvlen, q_start_idx, kv_start_idx, *, scale_value, keep_prob,
+                          pre_tockens, next_tockens, head_num, input_layout, inner_precise, sparse_mode):
+    refused = (("real_shift (pse)", real_shift), ("drop_mask (dropout)", drop_mask), ("padding_mask", padding_mask),
+               ("prefix", prefix), ("actual_seq_qlen", actual_seq_qlen), ("actual_seq_kvlen", actual_seq_kvlen))
+    for what, given in refused:
+        if given is not None:
+            refuse(f"{what} is not implemented on the simulator")
+    for what, given in (("q_start_idx", q_start_idx), ("kv_start_idx", kv_start_idx)):
+        if given is not None and any(int_list(given)):
+            refuse(f"a non-zero {what} is not implemented on the simulator")
+    if keep_prob != 1.0:
+        refuse(f"keep_prob={keep_prob} (dropout) is not implemented on the simulator")
+    if inner_precise not in (0, 1, 2):
+        refuse(f"inner_precise={inner_precise} is not a CANN value (0, 1, 2)")
+    layout, heads = input_layout, head_num
     try:
         q = to_bnsd(query, layout, heads)
         kv = heads if layout in ("BNSD", "BSND") else kv_heads(key.shape[-1], heads, q.shape[-1])
         k, v = to_bnsd(key, layout, kv), to_bnsd(value, layout, kv)
-        masked = sparse_mask(inputs[6], attrs.get("sparse_mode", 0), attrs.get("pre_tockens", 2147483647),
-                             attrs.get("next_tockens", 2147483647), q.shape[2], k.shape[2])
-        out, row_max, row_sum = attention(q, k, v, attrs.get("scale_value", 1.0), masked)
+        masked = sparse_mask(atten_mask, sparse_mode, pre_tockens, next_tockens, q.shape[2], k.shape[2])
+        out, row_max, row_sum = attention(q, k, v, scale_value, masked)
     except AttentionError as error:
-        fail(node, str(error))
-    return [softmax_stats(row_max), softmax_stats(row_sum), query.new_empty([0]),
-            from_bnsd(out, layout).to(query.dtype).contiguous()]
+        refuse(str(error))
+    return (softmax_stats(row_max), softmax_stats(row_sum), query.new_empty([0]),
+            from_bnsd(out, layout).to(query.dtype).contiguous())
 
 
 # ---- inference attention: PromptFlashAttention (full sequence) and IncreFlashAttention (decode) ----
@@ -248,68 +246,61 @@ def incre_attention(query, key, value, atten_mask, actual_seq_lengths, *, num_he
     return from_bnsd(out, out_layout).to(query.dtype).contiguous()
 
 
-def _inputs_by_name(node, inputs):
-    """GE input name -> tensor (dynamic inputs keep their numbered names, e.g. key0)."""
-    return {desc.name: value for desc, value in zip(node.input_desc, inputs)}
+def _refuse_given(given, why):
+    for name, tensor in given:
+        if tensor is not None:
+            refuse(f"{name} is not implemented on the simulator ({why})")
 
 
-def _refuse_given(node, named, names, why):
-    for name in names:
-        if named.get(name) is not None:
-            fail(node, f"{name} is not implemented on the simulator ({why})")
-
-
-_PFA_QUANT = ("deq_scale1", "quant_scale1", "deq_scale2", "quant_scale2", "quant_offset2")
-_IFA_QUANT = ("dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2",
-              "antiquant_scale", "antiquant_offset")
 _INFER_TYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-@builtin_kernel("PromptFlashAttention")
-def _prompt_flash_attention(inputs, attrs, node):
-    named = _inputs_by_name(node, inputs)
-    query, key, value = inputs[:3]
-    for name, tensor in zip(("query", "key", "value"), (query, key, value)):
-        check_dtype(node, name, tensor, _INFER_TYPES)
-    _refuse_given(node, named, _PFA_QUANT, "quantization")
-    _refuse_given(node, named, ("pse_shift",), "position shift")
-    _refuse_given(node, named, ("actual_seq_lengths", "actual_seq_lengths_kv"), "variable lengths")
-    if attrs.get("inner_precise", 1) not in (0, 1, 2, 3):
-        fail(node, f"inner_precise={attrs['inner_precise']} is not a CANN value (0-3)")
+@ge_kernel("PromptFlashAttention", accepts={"query": _INFER_TYPES, "key": _INFER_TYPES, "value": _INFER_TYPES})
+def prompt_flash_attention(query, key, value, pse_shift, atten_mask, actual_seq_lengths, actual_seq_lengths_kv,
+                           deq_scale1, quant_scale1, deq_scale2, quant_scale2, quant_offset2, *, num_heads,
+                           scale_value, pre_tokens, next_tokens, input_layout, num_key_value_heads, sparse_mode,
+                           inner_precise):
+    _refuse_given((("deq_scale1", deq_scale1), ("quant_scale1", quant_scale1), ("deq_scale2", deq_scale2),
+                   ("quant_scale2", quant_scale2), ("quant_offset2", quant_offset2)), "quantization")
+    _refuse_given((("pse_shift", pse_shift),), "position shift")
+    _refuse_given((("actual_seq_lengths", actual_seq_lengths), ("actual_seq_lengths_kv", actual_seq_lengths_kv)),
+                  "variable lengths")
+    if inner_precise not in (0, 1, 2, 3):
+        refuse(f"inner_precise={inner_precise} is not a CANN value (0-3)")
     try:
-        out = prompt_attention(
-            query, key, value, named.get("atten_mask"), num_heads=attrs["num_heads"],
-            scale_value=attrs.get("scale_value", 1.0), pre_tokens=attrs.get("pre_tokens", 214748647),
-            next_tokens=attrs.get("next_tokens", 0), input_layout=attrs.get("input_layout", "BSH"),
-            num_key_value_heads=attrs.get("num_key_value_heads", 1), sparse_mode=attrs.get("sparse_mode", 0))
+        return prompt_attention(
+            query, key, value, atten_mask, num_heads=num_heads, scale_value=scale_value, pre_tokens=pre_tokens,
+            next_tokens=next_tokens, input_layout=input_layout, num_key_value_heads=num_key_value_heads,
+            sparse_mode=sparse_mode)
     except AttentionError as error:
-        fail(node, str(error))
-    return [out]
+        refuse(str(error))
 
 
-@builtin_kernel("IncreFlashAttention")
-def _incre_flash_attention(inputs, attrs, node):
-    named = _inputs_by_name(node, inputs)
-    keys = [v for n, v in named.items() if n.startswith("key")]
-    values = [v for n, v in named.items() if n.startswith("value")]
-    if len(keys) != 1 or len(values) != 1:
-        fail(node, f"{len(keys)} key / {len(values)} value tensors: only one of each (no key/value list) is implemented")
-    query = inputs[0]
-    for name, tensor in (("query", query), ("key", keys[0]), ("value", values[0])):
-        check_dtype(node, name, tensor, _INFER_TYPES)
-    _refuse_given(node, named, _IFA_QUANT, "quantization")
-    _refuse_given(node, named, ("pse_shift",), "position shift")
-    _refuse_given(node, named, ("block_table", "kv_padding_size"), "paged / left-padded key-value cache")
-    if attrs.get("block_size", 0):
-        fail(node, f"block_size={attrs['block_size']} (paged attention) is not implemented on the simulator")
-    if attrs.get("inner_precise", 1) not in (0, 1):
-        fail(node, f"inner_precise={attrs['inner_precise']} is not a CANN value (0, 1)")
-    lengths = named.get("actual_seq_lengths")
+@ge_kernel("IncreFlashAttention")
+def incre_flash_attention(query, key, value, pse_shift, atten_mask, actual_seq_lengths, dequant_scale1, quant_scale1,
+                          dequant_scale2, quant_scale2, quant_offset2, antiquant_scale, antiquant_offset, block_table,
+                          kv_padding_size, *, num_heads, scale_value, input_layout, num_key_value_heads, block_size,
+                          inner_precise):
+    """key and value are GE lists (DYNAMIC_INPUT): one tensor each is implemented."""
+    if len(key) != 1 or len(value) != 1:
+        refuse(f"{len(key)} key / {len(value)} value tensors: only one of each (no key/value list) is implemented")
+    for name, tensor in (("query", query), ("key", key[0]), ("value", value[0])):
+        require_dtype(name, tensor, _INFER_TYPES)
+    _refuse_given((("dequant_scale1", dequant_scale1), ("quant_scale1", quant_scale1),
+                   ("dequant_scale2", dequant_scale2), ("quant_scale2", quant_scale2),
+                   ("quant_offset2", quant_offset2), ("antiquant_scale", antiquant_scale),
+                   ("antiquant_offset", antiquant_offset)), "quantization")
+    _refuse_given((("pse_shift", pse_shift),), "position shift")
+    _refuse_given((("block_table", block_table), ("kv_padding_size", kv_padding_size)),
+                  "paged / left-padded key-value cache")
+    if block_size:
+        refuse(f"block_size={block_size} (paged attention) is not implemented on the simulator")
+    if inner_precise not in (0, 1):
+        refuse(f"inner_precise={inner_precise} is not a CANN value (0, 1)")
     try:
-        out = incre_attention(
-            query, keys[0], values[0], named.get("atten_mask"), None if lengths is None else int_list(lengths),
-            num_heads=attrs["num_heads"], scale_value=attrs.get("scale_value", 1.0),
-            input_layout=attrs.get("input_layout", "BSH"), num_key_value_heads=attrs.get("num_key_value_heads", 1))
+        return incre_attention(
+            query, key[0], value[0], atten_mask, None if actual_seq_lengths is None else int_list(actual_seq_lengths),
+            num_heads=num_heads, scale_value=scale_value, input_layout=input_layout,
+            num_key_value_heads=num_key_value_heads)
     except AttentionError as error:
-        fail(node, str(error))
-    return [out]
+        refuse(str(error))
