@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .common import input_layout, int_list, opmath
 from ..registry import ge_kernel, refuse
+from .common import input_layout, int_list, opmath
 
 _FLOATS = (torch.float16, torch.float32, torch.bfloat16)
 # The prototypes list float16 (and int8 with quantisation) only; TorchAir emits these ops for float32
@@ -56,7 +56,7 @@ _FILTER_TO_OIHW = {"NCHW": (0, 1, 2, 3), "NHWC": (0, 3, 1, 2), "HWCN": (3, 2, 0,
 
 
 @ge_kernel("Conv2D", accepts={"x": _FLOATS}, one_dtype=("x", "filter"), widen=True)
-def conv2d(x, filter, bias, offset_w, *, strides, pads, dilations, groups, data_format, offset_x, node):  # noqa: A002
+def conv2d(x, filter, bias, offset_w, *, strides, pads, dilations, groups, data_format, offset_x, node):
     """y = conv(x, filter) + bias; pads are [top, bottom, left, right] and may be asymmetric."""
     _refuse_quantisation(offset_w, offset_x)
     if data_format not in ("NCHW", "NHWC"):
@@ -130,7 +130,7 @@ def _finish(dtype, y, bias, channels_last):
 
 
 @ge_kernel("Conv3D", accepts={"x": _FLOATS}, one_dtype=("x", "filter"), widen=True)
-def conv3d(x, filter, bias, offset_w, *, strides, pads, dilations, groups, data_format, offset_x, node):  # noqa: A002
+def conv3d(x, filter, bias, offset_w, *, strides, pads, dilations, groups, data_format, offset_x, node):
     """y = conv3d(x, filter) + bias; pads are [front, back, top, bottom, left, right], any asymmetry."""
     _refuse_quantisation(offset_w, offset_x)
     formats = ("NCDHW", "NDHWC")
@@ -187,7 +187,7 @@ _INPUT_SIZE_DTYPES = (torch.int32, torch.int64)
 
 
 @ge_kernel("Conv2DTranspose", accepts={"x": _FLOATS, "input_size": _INPUT_SIZE_DTYPES}, one_dtype=("x", "filter"))
-def conv2d_transpose(input_size, x, filter, bias, offset_w, *, strides, pads, dilations, groups,  # noqa: A002
+def conv2d_transpose(input_size, x, filter, bias, offset_w, *, strides, pads, dilations, groups,
                      data_format, output_padding, offset_x, node):
     """Transposed 2-D convolution (input_size, x, filter[, bias]); pads [top, bottom, left, right]."""
     attrs = (strides, pads, dilations, groups, data_format, output_padding, offset_x)
@@ -195,7 +195,7 @@ def conv2d_transpose(input_size, x, filter, bias, offset_w, *, strides, pads, di
 
 
 @ge_kernel("Conv3DTranspose", accepts={"x": _FLOATS, "input_size": _INPUT_SIZE_DTYPES}, one_dtype=("x", "filter"))
-def conv3d_transpose(input_size, x, filter, bias, offset_w, *, strides, pads, dilations, groups,  # noqa: A002
+def conv3d_transpose(input_size, x, filter, bias, offset_w, *, strides, pads, dilations, groups,
                      data_format, output_padding, offset_x, node):
     """Transposed 3-D convolution (input_size, x, filter[, bias]); pads [front, back, top, bottom, left, right]."""
     attrs = (strides, pads, dilations, groups, data_format, output_padding, offset_x)
@@ -274,7 +274,7 @@ def _backprop_operands(spatial, known, size, dy):
 
 
 def _conv_backprop_input(spatial):
-    def conv_backprop_input(input_size, filter, out_backprop, *, strides, pads, dilations, groups,  # noqa: A002
+    def conv_backprop_input(input_size, filter, out_backprop, *, strides, pads, dilations, groups,
                             data_format, node):
         """y = d(conv)/d(x) applied to out_backprop; input_size gives x's shape in data_format order."""
         shape = _backprop_operands(spatial, ("filter", filter), ("input_size", input_size), out_backprop)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .common import int_list, opmath
 from ..registry import ge_kernel, refuse
+from .common import int_list
 
 _PADDINGS_DTYPES = (torch.int32, torch.int64)
 

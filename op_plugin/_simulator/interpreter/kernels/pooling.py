@@ -17,9 +17,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .common import input_layout, int_list, opmath
 from ..registry import ge_kernel, refuse
-
+from .common import input_layout, int_list, opmath
 
 # ---- average pooling --------------------------------------------------------------------------
 

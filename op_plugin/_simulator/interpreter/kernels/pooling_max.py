@@ -28,8 +28,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .common import input_layout, opmath
 from ..registry import ge_kernel, refuse
+from .common import input_layout, opmath
 
 _ARGMAX_DTYPES = {3: torch.int32, 9: torch.int64}  # GE enum: DT_INT32, DT_INT64
 _MAX_POOL_DTYPES = (torch.float16, torch.float32, torch.bfloat16)
@@ -107,8 +107,8 @@ def _max_pool_geometry(count, ksize, strides, pads, dilation, ceil_mode):
         refuse(f"ksize {ksize}, strides {strides} and dilation {dilation} must be positive")
     if any(p < 0 or 2 * p > k for p, k in zip(pads, ksize)):
         refuse(f"pads {pads} must be in [0, ksize / 2] (ksize {ksize})")
-    return dict(kernel_size=ksize, stride=strides, padding=pads, dilation=dilation,
-                ceil_mode=ceil_mode, return_indices=True)
+    return {"kernel_size": ksize, "stride": strides, "padding": pads, "dilation": dilation,
+            "ceil_mode": ceil_mode, "return_indices": True}
 
 
 @ge_kernel("MaxPoolWithArgmaxV3", accepts={"x": _MAX_POOL_DTYPES}, widen=True)
