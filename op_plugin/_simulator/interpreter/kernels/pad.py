@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ..registry import ge_kernel, refuse
-from .common import int_list
+from .common import fresh, int_list
 
 _PADDINGS_DTYPES = (torch.int32, torch.int64)
 
@@ -145,4 +145,4 @@ def pad_v3_grad(x, paddings, *, mode, paddings_contiguous):
         index = _source_index(size, before, after, mode)
         keep = index >= 0   # constant mode: padded positions have no source
         grad = _scatter_back(grad.index_select(dim, keep.nonzero().flatten()), dim, index[keep], size)
-    return grad
+    return fresh(grad) if grad is x else grad  # no padding at all: a copy, not the input itself
