@@ -1,4 +1,4 @@
-"""Backward GE kernels (kernels/grad_activation.py) through TorchAir's real converters.
+"""Backward GE kernels of the activations (kernels/activation.py) through TorchAir's real converters.
 
 Each case compiles a function calling the aten backward op with npugraph, checks that the GE graph
 holds the expected GE type, and compares with torch eager (the oracle). 16-bit cases compare with

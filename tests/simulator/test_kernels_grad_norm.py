@@ -1,6 +1,7 @@
-"""Backward GE kernels of softmax, the normalisations, the losses and the embedding
-(kernels/grad_norm.py, kernels/grad_loss_embedding.py), through TorchAir's converters against eager;
-hand-built graphs for the types TorchAir emits only on arch35 (BatchNormGradV3, GroupNormGrad).
+"""Backward GE kernels of softmax, the normalisations, the losses and the embedding (kernels/
+activation_softmax.py, norm.py, norm_batch.py, loss.py, index_embedding.py), through TorchAir's
+converters against eager; hand-built graphs for the types TorchAir emits only on arch35
+(BatchNormGradV3, GroupNormGrad).
 
 Batch norm statistics: off arch35 (the simulator) TorchAir feeds BatchNormV3's ``save_rstd`` to
 BNTrainingUpdateGrad/BNTrainingReduceGrad as ``batch_variance``, and CANN's BatchNormV3 stores the

@@ -1,4 +1,4 @@
-"""Norm, reduction, sort/search, loss and FFT GE kernels (kernels/norm.py, reduce.py, sort_search.py,
+"""Norm, reduction, sort/search, loss and FFT GE kernels (kernels/norm.py, norm_batch.py, reduce.py, sort.py,
 loss.py, fft.py): compiled through TorchAir's converters against eager, and the kernels called
 directly for attribute values TorchAir never sets, each against a torch eager oracle."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from op_plugin._simulator import capture_graphs
-from op_plugin._simulator.interpreter.kernels import norm as norm_kernels
+from op_plugin._simulator.interpreter.kernels import norm_batch
 from op_plugin._simulator.interpreter.registry import lookup_kernel
 
 aten = torch.ops.aten
@@ -33,8 +33,10 @@ def check_compiled(fn, args, ge_type):
 
 
 def run(op_type, inputs, layout="ND", **attrs):
-    desc = types.SimpleNamespace(layout=layout)
-    node = types.SimpleNamespace(type=op_type, name=f"test_{op_type}", input_desc=[desc], output_desc=[])
+    # unnamed input descs: the binder groups the inputs by position; the first one carries x's layout
+    descs = [types.SimpleNamespace(name="", layout=layout if i == 0 else "ND") for i in range(len(inputs))]
+    node = types.SimpleNamespace(type=op_type, name=f"test_{op_type}", input=[f"in{i}:0" for i in range(len(inputs))],
+                                 input_desc=descs, output_desc=[])
     return lookup_kernel(op_type)(list(inputs), attrs, node)
 
 
@@ -102,7 +104,7 @@ _COMPILED = {
 
 _TORCHAIR_FFT_PERMUTE = pytest.mark.xfail(
     reason="TorchAir's _fft_c2c converter Permutes the (..., 2) real view with an order of the complex "
-           "tensor's rank, which the Permute kernel (kernels/rearrange.py, not this module) refuses", strict=False)
+           "tensor's rank, which the Permute kernel (kernels/shape.py, not this module) refuses", strict=False)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_TORCHAIR_FFT_PERMUTE) if n.startswith("fft") else n
@@ -147,7 +149,7 @@ def test_batch_norm_v3_training(layout, dims):
     torch.testing.assert_close(new_var, e_rv, **_TOL[F32])
     dims_ = [d for d in range(x.dim()) if d != channel]
     torch.testing.assert_close(save_mean, x.mean(dims_), **_TOL[F32])
-    assert norm_kernels.SAVE_RSTD_HOLDS_VARIANCE
+    assert norm_batch.SAVE_RSTD_HOLDS_VARIANCE
     torch.testing.assert_close(save_rstd, x.var(dims_, unbiased=False), **_TOL[F32])
 
 

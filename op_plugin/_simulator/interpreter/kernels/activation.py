@@ -20,8 +20,8 @@ import math
 
 import torch
 
-from .common import opmath
 from ..registry import ge_kernel, refuse
+from .common import opmath
 
 _F16_F32 = (torch.float16, torch.float32)
 _FLOATS = (torch.float16, torch.float32, torch.bfloat16)

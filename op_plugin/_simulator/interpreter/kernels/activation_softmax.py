@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from .common import opmath
 from ..registry import ge_kernel, refuse
+from .common import opmath
 
 _FLOATS = (torch.float16, torch.float32, torch.bfloat16)
 

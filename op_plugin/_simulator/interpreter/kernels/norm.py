@@ -1,19 +1,30 @@
-"""Normalisation GE ops: SoftmaxV2/LogSoftmaxV2, LayerNorm/V3/V4, RmsNorm, BNInfer, BatchNormV3,
-GroupNorm/GroupNormV2.
+"""Normalisation GE ops over a sample's features (hicann ops-nn ``norm/``), forward and backward:
+LayerNorm, LayerNormV3, LayerNormV4, LayerNormGradV3, RmsNorm, AddRmsNorm (what the shipped YAML
+op npu_custom_add_rms_norm maps onto), GroupNorm, GroupNormV2, GroupNormGrad.
 
-Statistics of 16-bit float inputs are computed in float32, as the NPU kernels do.
+The per-channel batch norms (BatchNormV3, BNInfer, the BN*Grad ops, SyncBatchNorm*), which CANN
+also files under ``norm/``, are in `norm_batch.py`: their statistics run across the batch and they
+read x's layout, a concern of their own.
+
+Formulas from CANN's operator definitions (REG_OP docs; the ops-nn ``norm/*`` READMEs); TorchAir's
+converters are ``ge_converter/aten/native_layer_norm*.py``, ``native_group_norm*.py`` and
+``custom/npu_add_rms_norm.py``. Statistics of 16-bit float inputs are computed in float32, as the
+NPU kernels do.
 """
 from __future__ import annotations
 
 import torch
 
-from .common import check_dtype, fail, input_layout, int_list, opmath
-from ..registry import builtin_kernel
+from ..registry import ge_kernel, refuse
+from .common import int_list, opmath
+
+_FLOATS = (torch.float16, torch.float32, torch.bfloat16)
 
 
-def _normalise(x, dims, epsilon):
-    """Mean, rstd (kept dims) and normalised x over ``dims``, all in float32 for 16-bit inputs."""
-    wide = opmath(x)
+# ---- layer norm -----------------------------------------------------------------------------------
+
+def _normalise(wide, dims, epsilon):
+    """Normalised x, mean, variance and rstd (kept dims) over ``dims`` of an already widened x."""
     mean = wide.mean(dim=dims, keepdim=True)
     variance = ((wide - mean) ** 2).mean(dim=dims, keepdim=True)
     rstd = torch.rsqrt(variance + epsilon)
@@ -22,183 +33,161 @@ def _normalise(x, dims, epsilon):
 
 def _affine(normed, gamma, beta):
     if gamma is not None:
-        normed = normed * opmath(gamma)
+        normed = normed * gamma
     if beta is not None:
-        normed = normed + opmath(beta)
+        normed = normed + beta
     return normed
 
 
-@builtin_kernel("LayerNormV4")
-def _layer_norm_v4(inputs, attrs, node):
-    x, normalized_shape = inputs[0], int_list(inputs[1])
-    gamma = inputs[2] if len(inputs) > 2 else None
-    beta = inputs[3] if len(inputs) > 3 else None
-    # The one aten op eager calls (aten.native_layer_norm lowers to LayerNormV4), on float32 for
-    # 16-bit inputs as the NPU kernel computes its statistics.
-    y, mean, rstd = torch.native_layer_norm(opmath(x), normalized_shape, None if gamma is None else opmath(gamma),
-                                            None if beta is None else opmath(beta), attrs.get("epsilon", 1e-5))
-    # mean/rstd in x's dtype, as aten.native_layer_norm's meta (and so the graph) declares them
-    return [y.to(x.dtype), mean.to(x.dtype), rstd.to(x.dtype)]
+@ge_kernel("LayerNormV4", widen=True)
+def layer_norm_v4(x, normalized_shape, gamma, beta, *, epsilon):
+    """The one aten op eager calls (aten.native_layer_norm lowers to LayerNormV4), on float32 for
+    16-bit inputs as the NPU kernel computes its statistics; mean/rstd in x's dtype, as
+    aten.native_layer_norm's meta (and so the graph) declares them."""
+    return torch.native_layer_norm(x, int_list(normalized_shape), gamma, beta, epsilon)
 
 
-def _layer_norm_v1_v3(returns_rstd, default_epsilon):
-    def kernel(inputs, attrs, node):
-        x, gamma, beta = inputs
-        begin_norm_axis = attrs.get("begin_norm_axis", 0) % x.dim()
-        begin_params_axis = attrs.get("begin_params_axis", 0) % x.dim()
-        if begin_params_axis != begin_norm_axis:
-            raise ValueError(f"{node.type}: begin_params_axis != begin_norm_axis is not supported by the simulator")
-        dims = list(range(begin_norm_axis, x.dim()))
-        normed, mean, variance, rstd = _normalise(x, dims, attrs.get("epsilon", default_epsilon))
-        y = _affine(normed, gamma, beta)
-        second = rstd if returns_rstd else variance
-        return [y.to(x.dtype), mean.to(x.dtype), second.to(x.dtype)]
+def _layer_norm_v1_v3(returns_rstd):
+    def layer_norm(x, gamma, beta, *, begin_norm_axis, begin_params_axis, epsilon):
+        """y = (x - mean) * rstd * gamma + beta over the dims from begin_norm_axis; the third output
+        is the variance (LayerNorm) or the reciprocal std (LayerNormV3)."""
+        begin_norm_axis %= x.dim()
+        if begin_params_axis % x.dim() != begin_norm_axis:
+            refuse("begin_params_axis != begin_norm_axis is not supported by the simulator")
+        normed, mean, variance, rstd = _normalise(x, list(range(begin_norm_axis, x.dim())), epsilon)
+        return _affine(normed, gamma, beta), mean, rstd if returns_rstd else variance
 
-    return kernel
+    layer_norm.__name__ = "layer_norm_v3" if returns_rstd else "layer_norm"
+    return layer_norm
 
 
-# the prototypes' epsilon defaults differ: 1e-7 for LayerNorm, 1e-5 for LayerNormV3
-builtin_kernel("LayerNorm")(_layer_norm_v1_v3(returns_rstd=False, default_epsilon=1e-7))
-builtin_kernel("LayerNormV3")(_layer_norm_v1_v3(returns_rstd=True, default_epsilon=1e-5))
+# The prototypes' epsilon defaults differ (1e-7 for LayerNorm, 1e-5 for LayerNormV3): the binder
+# gives each its own.
+layer_norm = ge_kernel("LayerNorm", widen=True)(_layer_norm_v1_v3(returns_rstd=False))
+layer_norm_v3 = ge_kernel("LayerNormV3", widen=True)(_layer_norm_v1_v3(returns_rstd=True))
 
 
-@builtin_kernel("RmsNorm")
-def rms_norm(inputs, attrs, node):
-    x, gamma = inputs
+@ge_kernel("LayerNormGradV3", one_dtype=("dy", "x"),
+           accepts={"dy": _FLOATS, "x": _FLOATS, "rstd": _FLOATS, "mean": _FLOATS, "gamma": _FLOATS})
+def layer_norm_grad_v3(dy, x, rstd, mean, gamma):
+    """Gradients of y = (x - mean) * rstd * gamma (+ beta) over the trailing gamma.dim() dims of x.
+
+    mean/rstd hold x's leading dims (with or without kept 1-dims); pd_gamma/pd_beta sum over the leading
+    dims and have gamma's shape and dtype.
+    """
+    norm_rank = gamma.dim()
+    if norm_rank > x.dim() or list(x.shape[x.dim() - norm_rank:]) != list(gamma.shape) or dy.shape != x.shape:
+        refuse(f"x {list(x.shape)}, dy {list(dy.shape)} and gamma {list(gamma.shape)} do not match "
+               "(gamma is x's trailing dims)")
+    lead = x.dim() - norm_rank
+    if rstd.numel() != mean.numel() or rstd.numel() != x.shape[:lead].numel():
+        refuse(f"mean {list(mean.shape)} / rstd {list(rstd.shape)} must hold one value per leading "
+               f"position of x {list(x.shape[:lead])}")
+    stat_shape = list(x.shape[:lead]) + [1] * norm_rank
+    wide_x, wide_dy = opmath(x).float(), opmath(dy).float()
+    wide_rstd = rstd.float().reshape(stat_shape)
+    x_hat = (wide_x - mean.float().reshape(stat_shape)) * wide_rstd
+    scaled = wide_dy * gamma.float()
+    norm_dims = list(range(lead, x.dim()))
+    if norm_dims:
+        pd_x = wide_rstd * (scaled - scaled.mean(dim=norm_dims, keepdim=True)
+                            - x_hat * (scaled * x_hat).mean(dim=norm_dims, keepdim=True))
+    else:  # no normalised dims: y = gamma * (x - mean) * rstd per element
+        pd_x = wide_rstd * scaled
+    lead_dims = list(range(lead))
+    pd_gamma = (wide_dy * x_hat).sum(dim=lead_dims) if lead_dims else wide_dy * x_hat
+    pd_beta = wide_dy.sum(dim=lead_dims) if lead_dims else wide_dy
+    return pd_x.to(x.dtype), pd_gamma.to(gamma.dtype), pd_beta.to(gamma.dtype)
+
+
+# ---- rms norm -------------------------------------------------------------------------------------
+
+@ge_kernel("RmsNorm")
+def rms_norm(x, gamma, *, epsilon):
+    """y = x * rstd * gamma, rstd = rsqrt(mean(x^2) + epsilon) over gamma's trailing dims of x;
+    rstd is float32 whatever x is (so the output dtypes are explicit, not the decorator's widening)."""
     dims = list(range(x.dim() - gamma.dim(), x.dim()))
     wide = opmath(x)
-    rstd = torch.rsqrt(wide.pow(2).mean(dim=dims, keepdim=True) + attrs.get("epsilon", 1e-6))
-    return [(wide * rstd * opmath(gamma)).to(x.dtype), rstd.float()]
+    rstd = torch.rsqrt(wide.pow(2).mean(dim=dims, keepdim=True) + epsilon)
+    return (wide * rstd * opmath(gamma)).to(x.dtype), rstd.float()
 
 
-@builtin_kernel("BNInfer")
-def _bn_infer(inputs, attrs, node):
-    """y = (x - mean) / sqrt(variance + epsilon) * scale + offset, per channel (inference batch norm)."""
-    x, scale, offset, mean, variance = inputs
-    check_dtype(node, "x", x, (torch.float16, torch.float32))
-    for name, tensor in (("scale", scale), ("offset", offset), ("mean", mean), ("variance", variance)):
-        # The prototype lists float32; TorchAir hands over the module's own dtype (float16 for a
-        # .half() model), so any float dtype is accepted and widened.
-        if not tensor.dtype.is_floating_point or tensor.dim() != 1:
-            fail(node, f"{name} must be a 1-D float tensor, got {tensor.dtype} {list(tensor.shape)}")
-    layout = input_layout(node, 0, "NCHW")
-    if layout not in ("NCHW", "NHWC"):
-        fail(node, f"x layout {layout!r} is not supported (NCHW or NHWC)")
-    if x.dim() < 2:
-        fail(node, f"x must have a channel dim, got shape {list(x.shape)}")
-    channel = 1 if layout == "NCHW" else x.dim() - 1
-    shape = [1] * x.dim()
-    shape[channel] = x.shape[channel]
-    if any(t.shape[0] != x.shape[channel] for t in (scale, offset, mean, variance)):
-        fail(node, f"per-channel inputs must have {x.shape[channel]} entries")
-    epsilon = attrs["epsilon"]
-    if channel == 1:  # the call eager makes (aten.batch_norm, inference), in float32
-        y = torch.nn.functional.batch_norm(opmath(x), mean.float(), variance.float(), scale.float(), offset.float(),
-                                           False, 0.0, epsilon)
-        return [y.to(x.dtype)]
-    rstd = torch.rsqrt(variance.float() + epsilon)
-    y = (opmath(x) - mean.float().reshape(shape)) * (rstd * scale.float()).reshape(shape) + offset.float().reshape(shape)
-    return [y.to(x.dtype)]
+@ge_kernel("AddRmsNorm")
+def add_rms_norm(x1, x2, gamma, *, epsilon):
+    """y = rmsnorm(x1 + x2) * gamma, rstd (float32), x = x1 + x2 (in the input dtype)."""
+    x = (opmath(x1) + opmath(x2)).to(x1.dtype)
+    y, rstd = rms_norm(x, gamma, epsilon=epsilon)   # the RmsNorm kernel on the sum
+    return y, rstd, x
 
 
-_BN_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
-# What BatchNormV3's save_rstd holds (CANN ops-nn norm/batch_norm_v3 README): the batch variance on
-# Atlas A2/A3 and training parts, the reciprocal std only on Ascend 950 (arch35). TorchAir's
-# is_arch35() is false without torch_npu, and its backward converters then feed save_rstd to
-# BNTrainingUpdateGrad/BNTrainingReduceGrad as the variance, so the simulator is a non-arch35 part.
-SAVE_RSTD_HOLDS_VARIANCE = True
+# ---- group norm -----------------------------------------------------------------------------------
 
-
-def _channel_axis(node, x, first_layouts, last_layouts):
-    layout = input_layout(node, 0, first_layouts[0])
-    if layout in first_layouts:
-        return 1
-    if layout in last_layouts:
-        return x.dim() - 1
-    fail(node, f"x layout {layout!r} is not supported ({', '.join(first_layouts + last_layouts)})")
-
-
-@builtin_kernel("BatchNormV3")
-def _batch_norm_v3(inputs, attrs, node):
-    """Batch norm over every axis but the channel one (NCHW/NCDHW: axis 1; NHWC/NDHWC: last).
-
-    Training: y = (x - mean) * rsqrt(var + epsilon) * weight + bias with the batch mean and biased
-    variance; running_mean/var <- (1 - momentum) * running + momentum * batch statistic (the variance
-    unbiased, n / (n - 1)); save_mean = batch mean; save_rstd = see SAVE_RSTD_HOLDS_VARIANCE.
-    Inference (is_training=false): the running statistics normalise x and pass through unchanged;
-    CANN defines save_mean/save_rstd for training only, here they report the statistics used
-    (running_mean, and running_var under the same convention as training).
-    """
-    x, weight, bias, running_mean, running_var = inputs
-    check_dtype(node, "x", x, _BN_FLOATS)
-    for name, tensor in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
-                         ("running_var", running_var)):
-        check_dtype(node, name, tensor, _BN_FLOATS)
-    if x.dim() < 2:
-        fail(node, f"x must have a channel axis, got shape {list(x.shape)}")
-    channel = _channel_axis(node, x, ("NCHW", "NCDHW"), ("NHWC", "NDHWC"))
-    channels = x.shape[channel]
-    for name, tensor in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
-                         ("running_var", running_var)):
-        if list(tensor.shape) != [channels]:
-            fail(node, f"{name} must have shape [{channels}], got {list(tensor.shape)}")
-    epsilon, momentum = attrs.get("epsilon", 1e-5), attrs.get("momentum", 0.1)
-    shape = [1] * x.dim()
-    shape[channel] = channels
-    reduce_dims = [d for d in range(x.dim()) if d != channel]
-    wide = opmath(x).float()
-    if attrs.get("is_training", True):
-        count = x.numel() // max(channels, 1)
-        mean = wide.mean(dim=reduce_dims)
-        variance = ((wide - mean.reshape(shape)) ** 2).mean(dim=reduce_dims)
-        unbiased = variance * (count / (count - 1)) if count > 1 else torch.full_like(variance, float("nan"))
-        new_mean = (1 - momentum) * running_mean.float() + momentum * mean
-        new_var = (1 - momentum) * running_var.float() + momentum * unbiased
-    else:
-        mean, variance = running_mean.float(), running_var.float()
-        new_mean, new_var = mean, variance
-    rstd = torch.rsqrt(variance + epsilon)
-    y = (wide - mean.reshape(shape)) * (rstd * weight.float()).reshape(shape) + bias.float().reshape(shape)
-    save_rstd = variance if SAVE_RSTD_HOLDS_VARIANCE else rstd
-    return [y.to(x.dtype), new_mean.to(running_mean.dtype), new_var.to(running_var.dtype),
-            mean.float(), save_rstd.float()]
-
-
-def _group_norm(second_output, default_eps, dtypes):
-    def kernel(inputs, attrs, node):
+def _group_norm(second_output):
+    def group_norm(x, gamma, beta, *, num_groups, eps):
         """x read as (N, C, *): C in num_groups groups, statistics per sample and group (population
         variance); mean and the third output have shape (N, num_groups)."""
-        x, gamma, beta = inputs
-        for name, tensor in (("x", x), ("gamma", gamma), ("beta", beta)):
-            check_dtype(node, name, tensor, dtypes)
         if x.dim() < 2:
-            fail(node, f"x must be (N, C, *), got shape {list(x.shape)}")
-        groups = attrs["num_groups"]
+            refuse(f"x must be (N, C, *), got shape {list(x.shape)}")
         n, c = x.shape[0], x.shape[1]
-        if groups <= 0 or c % groups:
-            fail(node, f"num_groups {groups} must divide the {c} channels")
+        if num_groups <= 0 or c % num_groups:
+            refuse(f"num_groups {num_groups} must divide the {c} channels")
         if list(gamma.shape) != [c] or list(beta.shape) != [c]:
-            fail(node, f"gamma and beta must have shape [{c}]")
-        wide = opmath(x).float()
-        grouped = wide.reshape(n, groups, -1)
+            refuse(f"gamma and beta must have shape [{c}]")
+        grouped = x.reshape(n, num_groups, -1)
         mean = grouped.mean(dim=-1)
         variance = ((grouped - mean.unsqueeze(-1)) ** 2).mean(dim=-1)
-        rstd = torch.rsqrt(variance + attrs.get("eps", default_eps))
-        normed = ((grouped - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)).reshape(wide.shape)
-        affine = [1] * wide.dim()
+        rstd = torch.rsqrt(variance + eps)
+        normed = ((grouped - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)).reshape(x.shape)
+        affine = [1] * x.dim()
         affine[1] = c
-        y = normed * gamma.float().reshape(affine) + beta.float().reshape(affine)
-        second = variance if second_output == "variance" else rstd
-        return [y.to(x.dtype), mean.to(x.dtype), second.to(x.dtype)]
+        y = normed * gamma.reshape(affine) + beta.reshape(affine)
+        return y, mean, variance if second_output == "variance" else rstd
 
-    return kernel
+    group_norm.__name__ = "group_norm" if second_output == "variance" else "group_norm_v2"
+    return group_norm
 
 
 # ops-nn norm/group_norm(_v2) READMEs: data_format and is_training exist for interface compatibility
 # only and take no part in the computation; x is always (N, C, *).
 _GROUP_NORM_UNREAD = {"data_format": "CANN: interface compatibility only, x is read as (N, C, *)",
                       "is_training": "CANN: interface compatibility only, statistics come from x in both modes"}
-# GroupNorm's third output is the variance, GroupNormV2's the reciprocal std
-builtin_kernel("GroupNorm", unread_attrs=_GROUP_NORM_UNREAD)(
-    _group_norm("variance", 1e-4, (torch.float16, torch.float32)))
-builtin_kernel("GroupNormV2", unread_attrs=_GROUP_NORM_UNREAD)(_group_norm("rstd", 1e-5, _BN_FLOATS))
+_F16_F32 = (torch.float16, torch.float32)
+# GroupNorm's third output is the variance, GroupNormV2's the reciprocal std; the eps defaults
+# (1e-4, 1e-5) are the prototypes'.
+group_norm = ge_kernel("GroupNorm", layout_only=_GROUP_NORM_UNREAD, widen=True,
+                       accepts={"x": _F16_F32, "gamma": _F16_F32, "beta": _F16_F32})(_group_norm("variance"))
+group_norm_v2 = ge_kernel("GroupNormV2", layout_only=_GROUP_NORM_UNREAD, widen=True,
+                          accepts={"x": _FLOATS, "gamma": _FLOATS, "beta": _FLOATS})(_group_norm("rstd"))
+
+
+_NOT_REQUIRED = "every output is computed; an output not required is simply unused"
+
+
+@ge_kernel("GroupNormGrad", layout_only={"dx_is_require": _NOT_REQUIRED, "dgamma_is_require": _NOT_REQUIRED,
+                                         "dbeta_is_require": _NOT_REQUIRED},
+           accepts={"dy": _FLOATS, "mean": _FLOATS, "rstd": _FLOATS, "x": _FLOATS, "gamma": _FLOATS})
+def group_norm_grad(dy, mean, rstd, x, gamma, *, num_groups, data_format):
+    """Gradients of group norm over x [N, C, *] with mean/rstd [N, num_groups] (NCHW data_format)."""
+    if data_format != "NCHW":
+        refuse(f"data_format {data_format!r} is not supported (NCHW)")
+    groups = num_groups
+    if x.dim() < 2 or dy.shape != x.shape or groups <= 0 or x.shape[1] % groups:
+        refuse(f"x {list(x.shape)} / dy {list(dy.shape)} need C divisible by num_groups={groups}")
+    n, c = x.shape[0], x.shape[1]
+    if mean.numel() != n * groups or rstd.numel() != n * groups or gamma.numel() != c:
+        refuse(f"mean/rstd need {n * groups} entries and gamma {c}")
+    grouped = [n, groups, -1]
+    wide_x = opmath(x).float().reshape(grouped)
+    wide_dy = opmath(dy).float()
+    g_rstd = rstd.float().reshape(n, groups, 1)
+    x_hat = (wide_x - mean.float().reshape(n, groups, 1)) * g_rstd
+    channel_shape = [1, c] + [1] * (x.dim() - 2)
+    scaled = (wide_dy * gamma.float().reshape(channel_shape)).reshape(grouped)
+    if n * c == 0 or x.numel() == 0:
+        dx = torch.zeros_like(wide_x)
+    else:
+        dx = g_rstd * (scaled - scaled.mean(dim=2, keepdim=True) - x_hat * (scaled * x_hat).mean(dim=2, keepdim=True))
+    reduce = [0] + list(range(2, x.dim()))
+    dgamma = (wide_dy * x_hat.reshape(x.shape)).sum(dim=reduce)
+    dbeta = wide_dy.sum(dim=reduce)
+    return dx.reshape(x.shape).to(x.dtype), dgamma.to(gamma.dtype), dbeta.to(gamma.dtype)
