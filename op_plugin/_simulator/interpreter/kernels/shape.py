@@ -1,78 +1,81 @@
-"""CPU kernels for built-in GE data-movement ops: shape, reshape, transpose, concat, gather, slice...
+"""GE ops that change how a tensor's elements are laid out, not their values: shape queries (Shape,
+ShapeN, Size, Rank), reshapes (Reshape, Squeeze, Unsqueeze, ExpandDims, Flatten, FlattenV2, Bitcast),
+reorders (Transpose, TransposeD, Permute), joins and splits along an axis (Concat, ConcatD,
+ConcatV2, ConcatV2D, Pack, Unpack, Split, SplitD, SplitV), repeats (Tile, BroadcastTo, Expand) and
+masks (Tril, Triu).
 
-Index-like inputs (perm, shape, axes, offsets...) arrive as small int tensors (usually Const
-nodes); `common.int_list` turns them into Python ints. Range, Fill and OneHot make new index or
-constant tensors. Every result is contiguous and, as a GE op writes into its own output buffer, a
-fresh tensor, except that reshape-like ops return views while the plan runs a graph in which no
-node writes into an input (`common.fresh`).
+Semantics from the CANN prototypes (``REG_OP`` in TorchAir's ``auto_generated_ge_raw_ops.py``; hicann
+ops-math files most of these ops in ``conversion/``, Shape, ShapeN, Rank, Tile and Expand in ``math/``)
+and the converters that emit them (``ge_converter/aten/tril.py``, ``triu.py``, ``_fft_c2c.py``,
+``convolution_backward.py``).
+Windows into a tensor (slices, strided views, Assign) are in `shape_slice`, new tensors from a shape,
+a value or a range in `shape_creation` (split by sub-concept: one module would pass 400 lines).
+`N` and `num` / `num_split` count a dynamic input or output list, and must match what the graph wires.
+
+Index-like inputs (perm, shape, axes...) arrive as small int tensors (usually Const nodes);
+`common.int_list` turns them into Python ints. Every result is contiguous and, as a GE op writes into
+its own output buffer, a fresh tensor, except that reshape-like ops return views while the plan runs a
+graph in which no node writes into an input (`common.fresh`).
 """
-
 from __future__ import annotations
-
-import math
 
 import torch
 
 from ...._ge.values import ge_dtype_to_torch
-from .common import fail, fresh, int_list
-from ..registry import builtin_kernel
-
-_INT64_MAX = 2**63 - 1
+from .common import fresh, int_list
+from ..registry import ge_kernel, refuse
 
 
-@builtin_kernel("Shape")
-def _shape(inputs, attrs, node):
-    dtype = ge_dtype_to_torch(attrs.get("dtype", 3))  # DT_INT32 by default
-    return [torch.tensor(list(inputs[0].shape), dtype=dtype)]
+def _axis(what, axis, rank):
+    if not -max(rank, 1) <= axis < max(rank, 1):
+        refuse(f"{what} {axis} is out of range for rank {rank}")
+    return axis % max(rank, 1)
 
 
-@builtin_kernel("ShapeN")
-def _shape_n(inputs, attrs, node):
-    dtype = ge_dtype_to_torch(attrs.get("dtype", 3))
-    return [torch.tensor(list(x.shape), dtype=dtype) for x in inputs]
+# ---- shape queries ---------------------------------------------------------------------------
+
+@ge_kernel("Shape")
+def shape(x, *, dtype):
+    return torch.tensor(list(x.shape), dtype=ge_dtype_to_torch(dtype))
 
 
-@builtin_kernel("Size")
-def _size(inputs, attrs, node):
-    return [torch.tensor(inputs[0].numel(), dtype=ge_dtype_to_torch(attrs.get("dtype", 3)))]
+@ge_kernel("ShapeN")
+def shape_n(x, *, dtype):
+    out_dtype = ge_dtype_to_torch(dtype)
+    return tuple(torch.tensor(list(t.shape), dtype=out_dtype) for t in x)
 
 
-@builtin_kernel("Rank")
-def _rank(inputs, attrs, node):
-    return [torch.tensor(inputs[0].dim(), dtype=torch.int32)]
+@ge_kernel("Size")
+def size(x, *, dtype):
+    return torch.tensor(x.numel(), dtype=ge_dtype_to_torch(dtype))
 
 
-@builtin_kernel("Reshape")
-def _reshape(inputs, attrs, node):
-    x, shape = inputs[0], int_list(inputs[1])
-    axis, num_axes = attrs.get("axis", 0), attrs.get("num_axes", -1)
+@ge_kernel("Rank")
+def rank(x):
+    return torch.tensor(x.dim(), dtype=torch.int32)
+
+
+# ---- reshapes --------------------------------------------------------------------------------
+
+@ge_kernel("Reshape")
+def reshape(x, shape, *, axis, num_axes):
+    shape = int_list(shape)
     if axis != 0 or num_axes != -1:
         # Reshape of a sub-range of dims [axis, axis + num_axes).
         begin = axis % (x.dim() + 1)
         end = x.dim() if num_axes == -1 else begin + num_axes
         shape = list(x.shape[:begin]) + shape + list(x.shape[end:])
-    return [fresh(x.reshape(shape))]
+    return fresh(x.reshape(shape))
 
 
-@builtin_kernel("Transpose")
-def _transpose(inputs, attrs, node):
-    return [inputs[0].permute(int_list(inputs[1])).contiguous()]
-
-
-@builtin_kernel("TransposeD")
-def _transpose_d(inputs, attrs, node):
-    return [inputs[0].permute(attrs["perm"]).contiguous()]
-
-
-@builtin_kernel("Squeeze")
-def _squeeze(inputs, attrs, node):
-    x, axes = inputs[0], attrs.get("axis", [])
-    if not axes:
-        return [fresh(x.squeeze())]
-    for axis in axes:
-        if x.shape[axis] != 1:
-            raise ValueError(f"Squeeze axis {axis} has size {x.shape[axis]}, not 1 (shape {list(x.shape)})")
-    return [fresh(x.squeeze(tuple(axes)))]
+@ge_kernel("Squeeze")
+def squeeze(x, *, axis):
+    if not axis:
+        return fresh(x.squeeze())
+    for a in axis:
+        if x.shape[a] != 1:
+            refuse(f"axis {a} has size {x.shape[a]}, not 1 (shape {list(x.shape)})")
+    return fresh(x.squeeze(tuple(axis)))
 
 
 def _unsqueeze_all(x, axes):
@@ -84,33 +87,88 @@ def _unsqueeze_all(x, axes):
     return fresh(x.reshape(shape))
 
 
-@builtin_kernel("Unsqueeze")
-def _unsqueeze(inputs, attrs, node):
-    return [_unsqueeze_all(inputs[0], attrs.get("axes", []))]
+@ge_kernel("Unsqueeze")
+def unsqueeze(x, *, axes):
+    return _unsqueeze_all(x, axes)
 
 
-@builtin_kernel("ExpandDims")
-def _expand_dims(inputs, attrs, node):
-    return [_unsqueeze_all(inputs[0], int_list(inputs[1]))]
+@ge_kernel("ExpandDims")
+def expand_dims(x, axis):
+    return _unsqueeze_all(x, int_list(axis))
 
 
-@builtin_kernel("Flatten")
-def _flatten(inputs, attrs, node):
-    x = inputs[0]
-    axis = attrs.get("axis", 1) % max(x.dim(), 1)
-    return [fresh(x.reshape(int(torch.tensor(x.shape[:axis]).prod()), -1))]
+@ge_kernel("Flatten")
+def flatten(x, *, axis):
+    axis = axis % max(x.dim(), 1)
+    return fresh(x.reshape(int(torch.tensor(x.shape[:axis]).prod()), -1))
 
 
-def _check_count(node, attrs, name, count):
+_FLATTEN_DTYPES = (torch.float16, torch.float32, torch.int8, torch.uint8, torch.int16, torch.uint16, torch.int32,
+                   torch.uint32, torch.int64, torch.uint64)
+
+
+@ge_kernel("FlattenV2", accepts={"x": _FLATTEN_DTYPES})
+def flatten_v2(x, *, axis, end_axis):
+    """Merge dims axis..end_axis (inclusive; negative counts from the end) into one."""
+    first = _axis("axis", axis, x.dim())
+    last = _axis("end_axis", end_axis, x.dim())
+    if last < first:
+        refuse(f"end_axis {end_axis} comes before axis {axis}")
+    return x.flatten(first, last).contiguous() if x.dim() else x.reshape(1)
+
+
+@ge_kernel("Bitcast")
+def bitcast(x, *, type, keep_dim):  # noqa: A002  (the prototype's attr name)
+    """Reinterpret x's bytes as `type`. Sizes differing by a ratio r: keep_dim=False follows TF's Bitcast
+    (a narrower type appends a dim of r, a wider one consumes a last dim that must be r);
+    keep_dim=True keeps the rank and scales the last dim by r."""
+    x = x.contiguous()
+    dtype = ge_dtype_to_torch(type, where="Bitcast type: ")
+    source, target = x.element_size(), torch.empty((), dtype=dtype).element_size()
+    if source == target or keep_dim:
+        if x.dim() == 0 and source != target:
+            refuse("keep_dim cannot rescale the last dim of a 0-d tensor")
+        return x.view(dtype).clone()
+    if source > target:
+        return x.unsqueeze(-1).view(dtype).clone()
+    if x.dim() == 0 or x.shape[-1] != target // source:
+        refuse(f"x of shape {list(x.shape)} must end in a dim of {target // source} to bitcast to {dtype}")
+    return x.view(dtype).squeeze(-1).clone()
+
+
+# ---- reorders --------------------------------------------------------------------------------
+
+@ge_kernel("Transpose")
+def transpose(x, perm):
+    return x.permute(int_list(perm)).contiguous()
+
+
+@ge_kernel("TransposeD")
+def transpose_d(x, *, perm):
+    return x.permute(perm).contiguous()
+
+
+@ge_kernel("Permute", accepts={"x": (torch.float16, torch.float32)})
+def permute(x, *, order):
+    """y = x with its dims in `order` (a permutation of x's dims)."""
+    order = list(order)
+    if sorted(_axis("order entry", a, x.dim()) for a in order) != list(range(x.dim())):
+        refuse(f"order {order} is not a permutation of x's {x.dim()} dims")
+    return x.permute(order).contiguous()
+
+
+# ---- joins and splits along an axis ----------------------------------------------------------
+
+def _check_count(name, value, count):
     """N / num: the count of a dynamic input or output list, which must match what the graph wires."""
-    if name in attrs and attrs[name] != count:
-        fail(node, f"{name}={attrs[name]} but the node has {count}")
+    if value != count:
+        refuse(f"{name}={value} but the node has {count}")
 
 
-def _concat(op_type, tensors, dim):
+def _concat(tensors, dim):
     dtypes = {t.dtype for t in tensors}
     if len(dtypes) > 1:
-        raise TypeError(f"{op_type} needs inputs of one dtype, got {sorted(map(str, dtypes))}")
+        refuse(f"needs inputs of one dtype, got {sorted(map(str, dtypes))}")
     if any(t.dim() == 0 for t in tensors) and all(t.dim() <= 1 for t in tensors):
         # Scalars concatenate as [1] each: TorchAir builds its RNG counter as ConcatV2([seed, offset])
         # of 0-d (and 1-d) tensors, which GE accepts and gives a vector.
@@ -118,219 +176,93 @@ def _concat(op_type, tensors, dim):
     return torch.cat(tensors, dim=dim)
 
 
-@builtin_kernel("ConcatV2")
-def _concat_v2(inputs, attrs, node):
-    _check_count(node, attrs, "N", len(inputs) - 1)
-    return [_concat(node.type, inputs[:-1], int_list(inputs[-1])[0])]
+@ge_kernel("ConcatV2")
+def concat_v2(x, concat_dim, *, N):  # noqa: N803  (the prototype's attr name)
+    _check_count("N", N, len(x))
+    return _concat(x, int_list(concat_dim)[0])
 
 
-@builtin_kernel("Concat")
-def _concat_v1(inputs, attrs, node):
-    _check_count(node, attrs, "N", len(inputs) - 1)
-    return [_concat(node.type, inputs[1:], int_list(inputs[0])[0])]
+@ge_kernel("Concat")
+def concat(concat_dim, x, *, N):  # noqa: N803
+    _check_count("N", N, len(x))
+    return _concat(x, int_list(concat_dim)[0])
 
 
-@builtin_kernel("ConcatD", "ConcatV2D")
-def _concat_d(inputs, attrs, node):
-    _check_count(node, attrs, "N", len(inputs))
-    return [_concat(node.type, inputs, attrs["concat_dim"])]
+@ge_kernel("ConcatD", "ConcatV2D")
+def concat_d(x, *, concat_dim, N):  # noqa: N803
+    _check_count("N", N, len(x))
+    return _concat(x, concat_dim)
 
 
-@builtin_kernel("Pack")
-def _pack(inputs, attrs, node):
-    _check_count(node, attrs, "N", len(inputs))
-    return [torch.stack(list(inputs), dim=attrs.get("axis", 0))]
+@ge_kernel("Pack")
+def pack(x, *, axis, N):  # noqa: N803
+    _check_count("N", N, len(x))
+    return torch.stack(list(x), dim=axis)
 
 
-@builtin_kernel("Unpack")
-def _unpack(inputs, attrs, node):
-    axis = attrs.get("axis", 0)
-    if inputs[0].dim() == 0 or attrs["num"] != inputs[0].shape[axis]:
-        fail(node, f"num={attrs['num']} differs from x's size along axis {axis} (shape {list(inputs[0].shape)})")
-    return [t.contiguous() for t in torch.unbind(inputs[0], dim=attrs.get("axis", 0))]
+@ge_kernel("Unpack")
+def unpack(x, *, num, axis):
+    if x.dim() == 0 or num != x.shape[axis]:
+        refuse(f"num={num} differs from x's size along axis {axis} (shape {list(x.shape)})")
+    return tuple(t.contiguous() for t in torch.unbind(x, dim=axis))
 
 
-@builtin_kernel("SplitV")
-def _split_v(inputs, attrs, node):
-    x, sizes, dim = inputs[0], int_list(inputs[1]), int_list(inputs[2])[0]
+@ge_kernel("SplitV")
+def split_v(x, size_splits, split_dim, *, num_split):
+    sizes, dim = int_list(size_splits), int_list(split_dim)[0]
     if -1 in sizes:  # one size may be -1: whatever is left
         known = sum(s for s in sizes if s != -1)
         sizes = [x.shape[dim] - known if s == -1 else s for s in sizes]
-    if attrs["num_split"] != len(sizes) or sum(sizes) != x.shape[dim]:
-        fail(node, f"size_splits {sizes} must be num_split={attrs['num_split']} sizes adding up to {x.shape[dim]}")
-    return [t.contiguous() for t in torch.split(x, sizes, dim=dim)]
+    if num_split != len(sizes) or sum(sizes) != x.shape[dim]:
+        refuse(f"size_splits {sizes} must be num_split={num_split} sizes adding up to {x.shape[dim]}")
+    return tuple(t.contiguous() for t in torch.split(x, sizes, dim=dim))
 
 
-@builtin_kernel("Split")
-def _split(inputs, attrs, node):
-    dim, x = int_list(inputs[0])[0], inputs[1]
-    return _even_split(node, x, attrs["num_split"], dim)
+@ge_kernel("Split")
+def split(split_dim, x, *, num_split):
+    return _even_split(x, num_split, int_list(split_dim)[0])
 
 
-@builtin_kernel("SplitD")
-def _split_d(inputs, attrs, node):
-    return _even_split(node, inputs[0], attrs["num_split"], attrs["split_dim"])
+@ge_kernel("SplitD")
+def split_d(x, *, split_dim, num_split):
+    return _even_split(x, num_split, split_dim)
 
 
-def _even_split(node, x, num_split, dim):
+def _even_split(x, num_split, dim):
     """num_split equal parts; GE requires the dim to divide evenly (torch.chunk would not)."""
     if num_split <= 0 or x.shape[dim] % num_split:
-        fail(node, f"num_split={num_split} does not divide dim {dim} of size {x.shape[dim]}")
-    return [t.contiguous() for t in torch.split(x, x.shape[dim] // num_split, dim=dim)] if x.shape[dim] else \
-        [x.clone() for _ in range(num_split)]
+        refuse(f"num_split={num_split} does not divide dim {dim} of size {x.shape[dim]}")
+    return tuple(t.contiguous() for t in torch.split(x, x.shape[dim] // num_split, dim=dim)) if x.shape[dim] else \
+        tuple(x.clone() for _ in range(num_split))
 
 
-def _checked_indices(indices, size, negative_ok, op_type):
-    indices = indices.long()
-    if indices.numel() and (indices.max() >= size or indices.min() < (-size if negative_ok else 0)):
-        raise IndexError(f"{op_type}: index out of range for a dimension of size {size}")
-    return torch.where(indices < 0, indices + size, indices)
+# ---- repeats ---------------------------------------------------------------------------------
+
+@ge_kernel("Tile")
+def tile(x, multiples):
+    return x.repeat(int_list(multiples))
 
 
-def _gather(x, indices, axis, batch_dims, negative_ok, op_type):
-    if batch_dims != 0:
-        raise ValueError(f"{op_type} with batch_dims={batch_dims} is not supported by the simulator")
-    axis %= max(x.dim(), 1)
-    indices_long = _checked_indices(indices, x.shape[axis], negative_ok, op_type)
-    picked = torch.index_select(x, axis, indices_long.reshape(-1))
-    shape = list(x.shape[:axis]) + list(indices.shape) + list(x.shape[axis + 1:])
-    return picked.reshape(shape).contiguous()
-
-
-@builtin_kernel("GatherV2", unread_attrs={
-    "is_preprocessed": "marks indices pre-processed for the NPU kernel's tiling; the gathered values are the same"})
-def _gather_v2(inputs, attrs, node):
-    x, indices, axis = inputs[0], inputs[1], int_list(inputs[2])[0]
-    return [_gather(x, indices, axis, attrs.get("batch_dims", 0), attrs.get("negative_index_support", False), node.type)]
-
-
-@builtin_kernel("GatherV2D")
-def _gather_v2_d(inputs, attrs, node):
-    return [_gather(inputs[0], inputs[1], attrs["axis"], 0, False, node.type)]
-
-
-@builtin_kernel("Gather", unread_attrs={
-    "validate_indices": "an out-of-range index is always refused (unvalidated, the NPU's result is undefined)",
-    "is_preprocessed": "marks indices pre-processed for the NPU kernel's tiling; the gathered values are the same"})
-def _gather_v1(inputs, attrs, node):
-    x, indices = inputs
-    return [_gather(x, indices, 0, attrs.get("batch_dims", 0), attrs.get("negative_index_support", False), node.type)]
-
-
-@builtin_kernel("GatherElements")
-def _gather_elements(inputs, attrs, node):
-    return [torch.gather(inputs[0], attrs.get("dim", 0), inputs[1].long())]
-
-
-@builtin_kernel("GatherNd")
-def _gather_nd(inputs, attrs, node):
-    x, indices = inputs[0], inputs[1].long()
-    depth = indices.shape[-1]
-    flat = torch.stack([_checked_indices(indices[..., i].reshape(-1), x.shape[i],
-                                         attrs.get("negative_index_support", False), node.type)
-                        for i in range(depth)], dim=1) if depth else indices.reshape(-1, 0)
-    picked = x[tuple(flat[:, i] for i in range(depth))]
-    return [picked.reshape(list(indices.shape[:-1]) + list(x.shape[depth:])).contiguous()]
-
-
-@builtin_kernel("Fill")
-def _fill(inputs, attrs, node):
-    dims, value = int_list(inputs[0]), inputs[1]
-    return [torch.full(dims, value.item(), dtype=value.dtype)]
-
-
-@builtin_kernel("FillD")
-def _fill_d(inputs, attrs, node):
-    value = inputs[0]
-    return [value.reshape(()).expand(attrs["dims"]).clone()]
-
-
-@builtin_kernel("BroadcastTo", "Expand")
-def _broadcast_to(inputs, attrs, node):
-    x, shape = inputs[0], int_list(inputs[1])
+@ge_kernel("BroadcastTo", "Expand")
+def broadcast_to(x, shape):
     # -1 keeps the input's size (torch.expand semantics; GE accepts it as well).
-    return [x.expand(shape).contiguous()]
+    return x.expand(int_list(shape)).contiguous()
 
 
-@builtin_kernel("Tile")
-def _tile(inputs, attrs, node):
-    return [inputs[0].repeat(int_list(inputs[1]))]
+# ---- triangles -------------------------------------------------------------------------------
+
+def _triangle(keep, x, diagonal):
+    """Keep the elements on and below (Tril) / above (Triu) the `diagonal`-th diagonal of the last two dims."""
+    if x.dim() < 2:
+        refuse(f"x must have rank >= 2, got shape {list(x.shape)}")
+    return keep(x, diagonal)
 
 
-@builtin_kernel("Slice")
-def _slice(inputs, attrs, node):
-    x, offsets, sizes = inputs[0], int_list(inputs[1]), int_list(inputs[2])
-    index = []
-    for dim, (offset, size) in enumerate(zip(offsets, sizes)):
-        end = x.shape[dim] if size == -1 else offset + size
-        index.append(slice(offset, end))
-    return [x[tuple(index)].contiguous()]
+@ge_kernel("Tril")
+def tril(x, *, diagonal):
+    return _triangle(torch.tril, x, diagonal)
 
 
-def _strided_slice(x, begin, end, axes, strides, attrs, op_type):
-    masks = {name: attrs.get(name, 0) for name in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
-    if any(masks.values()):
-        raise ValueError(f"{op_type} with masks {masks} is not supported by the simulator")
-    axes = list(range(len(begin))) if axes is None else axes
-    strides = [1] * len(begin) if strides is None else strides
-    index = [slice(None)] * x.dim()
-    for axis, start, stop, step in zip(axes, begin, end, strides):
-        if step <= 0:
-            raise ValueError(f"{op_type} with stride {step} is not supported by the simulator")
-        size = x.shape[axis]
-        stop = min(stop, size) if stop < _INT64_MAX else size  # torch clamps like GE
-        index[axis % x.dim()] = slice(start, stop, step)
-    return x[tuple(index)].contiguous()
-
-
-@builtin_kernel("StridedSliceV2")
-def _strided_slice_v2(inputs, attrs, node):
-    x, begin, end = inputs[0], int_list(inputs[1]), int_list(inputs[2])
-    axes = int_list(inputs[3]) if len(inputs) > 3 and inputs[3] is not None else None
-    strides = int_list(inputs[4]) if len(inputs) > 4 and inputs[4] is not None else None
-    return [_strided_slice(x, begin, end, axes, strides, attrs, node.type)]
-
-
-@builtin_kernel("StridedSlice")
-def _strided_slice_v1(inputs, attrs, node):
-    x, begin, end, strides = inputs[0], int_list(inputs[1]), int_list(inputs[2]), int_list(inputs[3])
-    return [_strided_slice(x, begin, end, None, strides, attrs, node.type)]
-
-
-@builtin_kernel("Bitcast")
-def _bitcast(inputs, attrs, node):
-    """Reinterpret x's bytes as `type`. Sizes differing by a ratio r: keep_dim=False follows TF's Bitcast
-    (a narrower type appends a dim of r, a wider one consumes a last dim that must be r);
-    keep_dim=True keeps the rank and scales the last dim by r."""
-    x = inputs[0].contiguous()
-    dtype = ge_dtype_to_torch(attrs["type"], where="Bitcast type: ")
-    source, target = x.element_size(), torch.empty((), dtype=dtype).element_size()
-    if source == target or attrs.get("keep_dim", False):
-        if x.dim() == 0 and source != target:
-            fail(node, "keep_dim cannot rescale the last dim of a 0-d tensor")
-        return [x.view(dtype).clone()]
-    if source > target:
-        return [x.unsqueeze(-1).view(dtype).clone()]
-    if x.dim() == 0 or x.shape[-1] != target // source:
-        fail(node, f"x of shape {list(x.shape)} must end in a dim of {target // source} to bitcast to {dtype}")
-    return [x.view(dtype).squeeze(-1).clone()]
-
-
-@builtin_kernel("OneHot")
-def _one_hot(inputs, attrs, node):
-    indices, depth, on_value, off_value = inputs
-    axis = attrs.get("axis", -1)
-    hot = torch.nn.functional.one_hot(indices.long(), int_list(depth)[0]).bool()
-    if axis != -1:
-        hot = hot.movedim(-1, axis)
-    return [torch.where(hot, on_value, off_value)]
-
-
-@builtin_kernel("Range")
-def _range(inputs, attrs, node):
-    start, limit, delta = inputs
-    dtype = start.dtype
-    values = [t.item() for t in (start, limit, delta)]
-    count = max(0, math.ceil((values[1] - values[0]) / values[2]))
-    return [(values[0] + torch.arange(count, dtype=torch.float64) * values[2]).to(dtype)
-            if dtype.is_floating_point else torch.arange(*values, dtype=dtype)]
+@ge_kernel("Triu")
+def triu(x, *, diagonal):
+    return _triangle(torch.triu, x, diagonal)
