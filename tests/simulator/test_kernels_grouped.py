@@ -92,7 +92,7 @@ def test_quantised_grouped_matmul_is_refused(ge_ir):
 ])
 def test_histogram_counts(ge_ir, values, bins, low, high, counts):
     y, = lookup_kernel("Histogram")([torch.tensor(values)], {"bins": bins, "min": low, "max": high},
-                                     ge_ir.OpDef(name="h", type="Histogram"))
+                                     ge_ir.OpDef(name="h", type="Histogram", input=["x:0"]))
     assert y.dtype == torch.float32 and y.tolist() == counts
 
 
