@@ -1,11 +1,15 @@
-"""The Foreach* GE kernels (kernels/foreach.py): every TorchAir `_foreach_*` converter's declared
+"""The Foreach* GE kernels (interpreter/kernels/foreach.py): every TorchAir `_foreach_*` converter's declared
 cases compiled vs eager, compiled cases with mixed dtypes and 0-d / empty tensors, and hand-built
-graphs for what TorchAir never emits (round modes, scalar-list weights, norms, layout errors)."""
+graphs for what TorchAir never emits (round modes, scalar-list weights, norms, layout errors), their
+inputs named as TorchAir's builders name them."""
 import math
 
 import pytest
 import torch
 from _elementwise_cases import compiled_matches_eager, declared_cases, run_node
+
+from op_plugin._ge.values import TORCH_TO_PROTO
+from op_plugin._simulator import execute_graph
 
 F32, F16, BF16, I32 = torch.float32, torch.float16, torch.bfloat16, torch.int32
 
@@ -76,6 +80,24 @@ def test_compiled_matches_eager(name):
 
 # ---- hand-built graphs ------------------------------------------------------------------------
 
+def _lists(**lists):
+    """(desc name, tensor) pairs named as TorchAir's builders name a list's inputs: x1=[a, b] -> x10, x11."""
+    return [(f"{name}{i}", t) for name, tensors in lists.items() for i, t in enumerate(tensors)]
+
+
+def run_named(graph_builder, op_type, named, outputs):
+    """One node whose input descs carry the names TorchAir writes (`named`: (name, tensor) pairs),
+    as the kernel binder groups a node's inputs into lists by them."""
+    g = graph_builder()
+    g.PROTO = TORCH_TO_PROTO
+    refs = [g.data(f"in{i}", t.dtype, list(t.shape)) for i, (_, t) in enumerate(named)]
+    outs = g.node("op", op_type, refs, outputs)
+    op = next(o for o in g.graph.op if o.name == "op")
+    for desc, (name, _) in zip(op.input_desc, named):
+        desc.name = name
+    return execute_graph(g.output(outs, outputs), [t for _, t in named])
+
+
 _TIES = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 1.25, -1.75])  # exact in float16 too
 _ROUNDED = {
     1: torch.round(_TIES),                                   # half to even
@@ -93,8 +115,8 @@ _ROUNDED = {
 @pytest.mark.parametrize("mode_dtype", [torch.int8, torch.int64])
 def test_round_off_number_modes(graph_builder, mode, mode_dtype):
     x = [_TIES, _TIES.half()]
-    got = run_node(graph_builder, "ForeachRoundOffNumber", [*x, torch.tensor([mode], dtype=mode_dtype)],
-                   [(F32, [8]), (F16, [8])])
+    got = run_named(graph_builder, "ForeachRoundOffNumber",
+                    [*_lists(x=x), ("roundMode", torch.tensor([mode], dtype=mode_dtype))], [(F32, [8]), (F16, [8])])
     torch.testing.assert_close(got[0], _ROUNDED[mode])
     torch.testing.assert_close(got[1], _ROUNDED[mode].half())
 
@@ -102,21 +124,23 @@ def test_round_off_number_modes(graph_builder, mode, mode_dtype):
 @pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, math.inf, -math.inf])
 def test_norm_orders(graph_builder, p):
     x = [torch.tensor([3.0, -4.0, 0.0]), torch.tensor([[1.0, -2.0], [0.0, 0.5]]).half()]
-    got = run_node(graph_builder, "ForeachNorm", [*x, torch.tensor(p)], [(F32, []), (F16, [])])
+    got = run_named(graph_builder, "ForeachNorm", [*_lists(x=x), ("scalar", torch.tensor(p))], [(F32, []), (F16, [])])
     for g, t in zip(got, x):
         torch.testing.assert_close(g, torch.linalg.vector_norm(t.float(), ord=p).to(t.dtype))
 
 
 def test_lerp_list_with_one_weight_per_tensor(graph_builder):
     x1, x2 = [torch.zeros(3), torch.ones(2)], [torch.ones(3) * 4, torch.ones(2) * 3]
-    got = run_node(graph_builder, "ForeachLerpList", [*x1, *x2, torch.tensor([0.25, 0.5])], [(F32, [3]), (F32, [2])])
+    got = run_named(graph_builder, "ForeachLerpList", _lists(x1=x1, x2=x2, weight=[torch.tensor([0.25, 0.5])]),
+                    [(F32, [3]), (F32, [2])])
     torch.testing.assert_close(got, [torch.full((3,), 1.0), torch.full((2,), 2.0)])
 
 
 @pytest.mark.parametrize("op_type,want", [("ForeachAddcdivList", [5.0, -2.0]), ("ForeachAddcmulList", [37.0, -11.0])])
 def test_addc_list_takes_one_scalar_per_tensor(graph_builder, op_type, want):
     x, x1, x2 = [torch.ones(2), torch.ones(3)], [torch.ones(2) * 6, torch.ones(3) * 6], [torch.ones(2) * 3, torch.ones(3) * 2]
-    got = run_node(graph_builder, op_type, [*x, *x1, *x2, torch.tensor([2.0, -1.0])], [(F32, [2]), (F32, [3])])
+    got = run_named(graph_builder, op_type, [*_lists(x1=x, x2=x1, x3=x2), ("scalars", torch.tensor([2.0, -1.0]))],
+                    [(F32, [2]), (F32, [3])])
     torch.testing.assert_close(got, [torch.full((2,), want[0]), torch.full((3,), want[1])])
 
 
@@ -128,16 +152,19 @@ def test_both_spellings_of_the_inverse_trig_types_run(graph_builder, op_type):
     torch.testing.assert_close(got, fn(x))
 
 
-def test_a_list_length_that_does_not_match_the_outputs_is_refused(graph_builder):
-    with pytest.raises(Exception, match=r"ForeachAddList \(node 'op'\): expected 2 tensor lists of 2"):
-        run_node(graph_builder, "ForeachAddList", [torch.rand(2), torch.rand(2), torch.rand(2), torch.tensor(1.0)],
-                 [(F32, [2]), (F32, [2])])
+def test_tensor_lists_of_different_lengths_are_refused(graph_builder):
+    with pytest.raises(Exception, match=r"ForeachAddList \(node 'op'\): tensor lists of different lengths: "
+                                        r"x1 has 2, x2 has 1"):
+        run_named(graph_builder, "ForeachAddList",
+                  [*_lists(x1=[torch.rand(2), torch.rand(2)], x2=[torch.rand(2)]), ("alpha", torch.tensor(1.0))],
+                  [(F32, [2]), (F32, [2])])
 
 
 def test_a_scalar_list_of_the_wrong_length_is_refused(graph_builder):
     with pytest.raises(Exception, match=r"ForeachMulScalarList \(node 'op'\): scalars has 3 values for 2 tensors"):
-        run_node(graph_builder, "ForeachMulScalarList", [torch.rand(2), torch.rand(2), torch.tensor([1.0, 2.0, 3.0])],
-                 [(F32, [2]), (F32, [2])])
+        run_named(graph_builder, "ForeachMulScalarList",
+                  [*_lists(x=[torch.rand(2), torch.rand(2)]), ("scalars", torch.tensor([1.0, 2.0, 3.0]))],
+                  [(F32, [2]), (F32, [2])])
 
 
 def test_undeclared_dtypes_are_refused(graph_builder):
