@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from .common import int_list, opmath, require_dtype
 from ..registry import ge_kernel, refuse
+from .common import int_list, opmath, require_dtype
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 import torch
 
 from ...._ge.values import ge_dtype_to_torch
-from .common import int_list, opmath
 from ..registry import ge_kernel, refuse
-
+from .common import int_list, opmath
 
 # ---- Reduce* ---------------------------------------------------------------------------------
 # Only ReduceMean and ReduceMeanD have noop_with_empty_axes (its REG_OP defaults differ: True and
@@ -226,7 +225,7 @@ def lp_norm_v2(x, *, p, axes, keepdim, epsilon):
 # ---- Histogram -------------------------------------------------------------------------------
 
 @ge_kernel("Histogram", accepts={"x": (torch.float16, torch.float32, torch.int32)})
-def histogram(x, *, bins, min, max):  # noqa: A002  (the prototype's attr names)
+def histogram(x, *, bins, min, max):
     """`bins` equal-width bins over [min, max] (both ends included); min == max takes the data's own
     minimum and maximum; elements outside are not counted (aclnnHistc, CANN ops-math histogram_v2).
     Float inputs give float32 counts, int32 inputs int32 counts (the prototype's output types)."""

@@ -22,8 +22,8 @@ from __future__ import annotations
 import torch
 
 from ...._ge.values import ge_dtype_to_torch
-from .common import fresh, int_list
 from ..registry import ge_kernel, refuse
+from .common import fresh, int_list
 
 
 def _axis(what, axis, rank):
@@ -118,7 +118,7 @@ def flatten_v2(x, *, axis, end_axis):
 
 
 @ge_kernel("Bitcast")
-def bitcast(x, *, type, keep_dim):  # noqa: A002  (the prototype's attr name)
+def bitcast(x, *, type, keep_dim):
     """Reinterpret x's bytes as `type`. Sizes differing by a ratio r: keep_dim=False follows TF's Bitcast
     (a narrower type appends a dim of r, a wider one consumes a last dim that must be r);
     keep_dim=True keeps the rank and scales the last dim by r."""
@@ -177,25 +177,25 @@ def _concat(tensors, dim):
 
 
 @ge_kernel("ConcatV2")
-def concat_v2(x, concat_dim, *, N):  # noqa: N803  (the prototype's attr name)
+def concat_v2(x, concat_dim, *, N):
     _check_count("N", N, len(x))
     return _concat(x, int_list(concat_dim)[0])
 
 
 @ge_kernel("Concat")
-def concat(concat_dim, x, *, N):  # noqa: N803
+def concat(concat_dim, x, *, N):
     _check_count("N", N, len(x))
     return _concat(x, int_list(concat_dim)[0])
 
 
 @ge_kernel("ConcatD", "ConcatV2D")
-def concat_d(x, *, concat_dim, N):  # noqa: N803
+def concat_d(x, *, concat_dim, N):
     _check_count("N", N, len(x))
     return _concat(x, concat_dim)
 
 
 @ge_kernel("Pack")
-def pack(x, *, axis, N):  # noqa: N803
+def pack(x, *, axis, N):
     _check_count("N", N, len(x))
     return torch.stack(list(x), dim=axis)
 

@@ -12,8 +12,8 @@ import math
 import torch
 
 from ...._ge.values import ge_dtype_to_torch
-from .common import int_list
 from ..registry import ge_kernel, refuse
+from .common import int_list
 
 
 @ge_kernel("Fill")

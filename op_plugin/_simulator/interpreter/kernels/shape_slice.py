@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from .common import int_list
 from ..registry import ge_kernel, refuse
+from .common import int_list
 
 _INT64_MAX = 2**63 - 1
 _INDEX_NUMBER = (torch.int32, torch.int64)
@@ -50,16 +50,16 @@ def _strided_slice(x, begin, end, axes, strides, masks):
 @ge_kernel("StridedSliceV2")
 def strided_slice_v2(x, begin, end, axes, strides, *, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
                      shrink_axis_mask):
-    masks = dict(begin_mask=begin_mask, end_mask=end_mask, ellipsis_mask=ellipsis_mask, new_axis_mask=new_axis_mask,
-                 shrink_axis_mask=shrink_axis_mask)
+    masks = {"begin_mask": begin_mask, "end_mask": end_mask, "ellipsis_mask": ellipsis_mask,
+             "new_axis_mask": new_axis_mask, "shrink_axis_mask": shrink_axis_mask}
     return _strided_slice(x, int_list(begin), int_list(end), None if axes is None else int_list(axes),
                           None if strides is None else int_list(strides), masks)
 
 
 @ge_kernel("StridedSlice")
 def strided_slice(x, begin, end, strides, *, begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask):
-    masks = dict(begin_mask=begin_mask, end_mask=end_mask, ellipsis_mask=ellipsis_mask, new_axis_mask=new_axis_mask,
-                 shrink_axis_mask=shrink_axis_mask)
+    masks = {"begin_mask": begin_mask, "end_mask": end_mask, "ellipsis_mask": ellipsis_mask,
+             "new_axis_mask": new_axis_mask, "shrink_axis_mask": shrink_axis_mask}
     return _strided_slice(x, int_list(begin), int_list(end), None, int_list(strides), masks)
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from ...._ge.values import ge_dtype_to_torch
-from .common import int_list
 from ..registry import ge_kernel, refuse
+from .common import int_list
 
 _SORT_DTYPES = (torch.float16, torch.float32, torch.int16, torch.int8, torch.uint8, torch.int32, torch.int64)
 _REAL_NUMBERS = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,
@@ -39,7 +39,7 @@ def sort(x, *, axis, descending, stable):
 # The prototype lists int32 for k; TorchAir's topk converter feeds k as an int64 Const (GE casts it
 # on an NPU), so both are taken.
 @ge_kernel("TopKV2", accepts={"x": _REAL_NUMBERS, "k": (torch.int32, torch.int64)})
-def top_k_v2(x, k, *, sorted, dim, largest):  # noqa: A002  (the prototype's attr name)
+def top_k_v2(x, k, *, sorted, dim, largest):
     """The k largest (or smallest) entries along `dim`, sorted when `sorted`, with int32 indices."""
     counts = int_list(k)
     if len(counts) != 1:
