@@ -1,4 +1,5 @@
-"""Element-wise, math and activation GE kernels (kernels/elementwise*.py, activation.py).
+"""Element-wise, math and activation GE kernels (kernels/math*.py, conversion_elementwise.py,
+activation.py, activation_elementwise.py).
 
 Three kinds of test, the oracle always torch eager:
 * TorchAir's own declared cases for the converters that emit these types, compiled vs eager;
@@ -20,8 +21,8 @@ from _elementwise_cases import (
 
 F32, F16, BF16, F64, I32, I64 = torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64
 
-# Converters (TorchAir's declared cases) whose GE types live in elementwise/elementwise_math/
-# elementwise_ternary/activation.
+# Converters (TorchAir's declared cases) whose GE types live in math*/conversion_elementwise/
+# activation/activation_elementwise.
 DECLARED = [
     "aten.acos.default", "aten.acosh.default", "aten.asin.default", "aten.asinh.default", "aten.atan.default",
     "aten.atanh.default", "aten.tan.default", "aten.cosh.default", "aten.sinh.default", "aten.tanh.default",
@@ -176,7 +177,8 @@ def test_threshold_v2_without_value_replaces_with_zero(graph_builder):
 
 
 def test_nan_to_num_requires_its_attrs(graph_builder):
-    with pytest.raises(Exception, match=r"NanToNum \(node 'op'\): required attr\(s\) posinf, neginf"):
+    """nan, posinf and neginf are REQUIRED_ATTRs in CANN's prototype: the node is refused when it is bound."""
+    with pytest.raises(Exception, match=r"node 'op' \(NanToNum\) has no attr 'posinf', which CANN's prototype requires"):
         run_node(graph_builder, "NanToNum", [torch.rand(3)], [(F32, [3])], {"nan": 0.0})
 
 
@@ -240,7 +242,7 @@ _ATTR_CASES = [
     ("Elu", [_X], {}, "input_scale", 2.0),
     ("Muls", [_X], {"value": 1.0}, "value", 3.0),
     ("Adds", [_X], {"value": 1.0}, "value", 3.0),
-    ("Axpy", [_X, _X], {}, "alpha", 3.0),
+    ("Axpy", [_X, _X], {"alpha": 1.0}, "alpha", 3.0),  # a REQUIRED_ATTR in CANN's prototype
 ]
 
 

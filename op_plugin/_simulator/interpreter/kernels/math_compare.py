@@ -1,0 +1,116 @@
+"""CANN's math ops (hicann ops-math `math/`), comparison, logic and bitwise: Equal, NotEqual, Less,
+LessEqual, Greater, GreaterEqual, LogicalAnd, LogicalOr, LogicalNot, BitwiseAnd, BitwiseOr,
+BitwiseXor, Invert, RightShift, the float tests IsFinite, IsNan, IsInf, and Select / SelectV2.
+
+Kept apart from the arithmetic in `math` so neither module grows past ~400 lines: these ops produce
+bools or bit patterns, never rounded numbers. Each follows its CANN prototype (TorchAir's
+`_ge_concrete_graph/auto_generated_ge_raw_ops.py`); binary ops broadcast and do not promote.
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from ..registry import ge_kernel
+
+_INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32,
+             torch.uint64)
+
+# ---- comparison, logic and bitwise binary ops (broadcasting, no type promotion) --------------
+
+_BINARY = {
+    "Equal": ("equal", torch.eq), "NotEqual": ("not_equal", torch.ne), "Less": ("less", torch.lt),
+    "LessEqual": ("less_equal", torch.le), "Greater": ("greater", torch.gt), "GreaterEqual": ("greater_equal", torch.ge),
+    "LogicalAnd": ("logical_and", torch.logical_and), "LogicalOr": ("logical_or", torch.logical_or),
+    "BitwiseAnd": ("bitwise_and", torch.bitwise_and), "BitwiseOr": ("bitwise_or", torch.bitwise_or),
+    "BitwiseXor": ("bitwise_xor", torch.bitwise_xor),
+}
+
+
+def _binary(name, fn):
+    """The kernel of a binary op whose prototype is (x1, x2) -> y, no attrs."""
+    def kernel(x1, x2):
+        return fn(x1, x2)
+
+    kernel.__name__ = kernel.__qualname__ = name
+    return kernel
+
+
+for _op_type, (_name, _fn) in _BINARY.items():
+    ge_kernel(_op_type, one_dtype=("x1", "x2"))(_binary(_name, _fn))
+
+
+@ge_kernel("RightShift", one_dtype=("x", "y"), accepts={"x": _INTEGERS, "y": _INTEGERS})
+def right_shift(x, y):
+    """z = x >> y, broadcasting; arithmetic (sign-filling) for signed types, as C++ on int types.
+
+    A shift by the bit width or more, or by a negative amount, is undefined in CANN's definition
+    (C++ shift); torch saturates it (0 or -1), and the simulator keeps torch's value.
+    """
+    return torch.bitwise_right_shift(x, y)
+
+
+# ---- unary tests and negations ---------------------------------------------------------------
+
+_UNARY = {
+    "LogicalNot": ("logical_not", torch.logical_not), "IsFinite": ("is_finite", torch.isfinite),
+    "IsNan": ("is_nan", torch.isnan), "IsInf": ("is_inf", torch.isinf),
+}
+
+
+def _unary(name, fn):
+    """The kernel of a unary op whose prototype is (x) -> y, no attrs."""
+    def kernel(x):
+        return fn(x)
+
+    kernel.__name__ = kernel.__qualname__ = name
+    return kernel
+
+
+for _op_type, (_name, _fn) in _UNARY.items():
+    ge_kernel(_op_type)(_unary(_name, _fn))
+
+
+@ge_kernel("Invert", accepts={"x": _INTEGERS})
+def invert(x):
+    """Bitwise NOT of an integer tensor (bool is LogicalNot's, TorchAir lowers it there)."""
+    return torch.bitwise_not(x)
+
+
+# ---- selection -------------------------------------------------------------------------------
+
+
+@ge_kernel("Select", one_dtype=("x1", "x2"))
+def select(condition, x1, x2):
+    """y = x1 where condition, else x2 (broadcasting).
+
+    TF/GE Select: a 1-D condition picks whole rows along the first dimension."""
+    condition = condition.bool()
+    if condition.dim() == 1 and x1.dim() > 1:
+        condition = condition.reshape([-1] + [1] * (x1.dim() - 1))
+    return torch.where(condition, x1, x2)
+
+
+def select_v2(condition, then, else_):
+    """result = then where condition, else `else` (broadcasting; a 1-D condition is not special)."""
+    return torch.where(condition.bool(), then, else_)
+
+
+def _under_ge_names(fn, **ge_names):
+    """`fn`, whose signature names a parameter as GE does where GE's name is a Python keyword
+    (`else_` stands for `else`): the binder and the signature check read `inspect.signature`.
+    inspect.Parameter refuses a keyword as a name, so the renamed parameter is a copy whose name
+    is set after construction."""
+    signature = inspect.signature(fn)
+    parameters = []
+    for parameter in signature.parameters.values():
+        if parameter.name in ge_names:
+            parameter = parameter.replace()
+            parameter._name = ge_names[parameter.name]  # pylint: disable=protected-access
+        parameters.append(parameter)
+    fn.__signature__ = signature.replace(parameters=parameters)
+    return fn
+
+
+ge_kernel("SelectV2", one_dtype=("then", "else"))(_under_ge_names(select_v2, else_="else"))

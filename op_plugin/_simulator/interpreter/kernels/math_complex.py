@@ -1,0 +1,68 @@
+"""CANN's math ops (hicann ops-math `math/`) on complex numbers: Real, Imag and Complex (whose
+`Tout` attr names the output dtype), and the Fourier transforms FFT (last axis) and FFT2D (last
+two axes), forward and unnormalised.
+
+Kept apart from the real-valued math so no module grows past ~400 lines. Each follows its CANN
+prototype (TorchAir's `_ge_concrete_graph/auto_generated_ge_raw_ops.py`). TorchAir's _fft_c2c
+converter permutes the transformed dims last and divides by the signal size itself for
+normalisation; it lowers an inverse transform (forward=False) to the same forward FFT, so compiled
+torch.fft.ifft differs from eager (a TorchAir limitation, not the kernel's).
+"""
+from __future__ import annotations
+
+import torch
+
+from ...._ge.values import ge_dtype_to_torch
+from .common import fresh
+from ..registry import ge_kernel, refuse
+
+_COMPLEX = (torch.complex64, torch.complex128)
+_REAL = (torch.float32, torch.float64)
+
+
+def _tout(tout, allowed):
+    """The dtype the Tout attr names (CANN's REG_OP default: DT_FLOAT for Real/Imag, DT_COMPLEX64
+    for Complex), refused unless it is one of `allowed`."""
+    try:
+        dtype = ge_dtype_to_torch(tout, where="Tout: ")
+    except ValueError as error:
+        refuse(str(error))
+    if dtype not in allowed:
+        refuse(f"Tout {dtype} is not one of {', '.join(map(str, allowed))}")
+    return dtype
+
+
+@ge_kernel("Real", accepts={"input": _COMPLEX})
+def real(input, *, Tout):  # noqa: A002, N803  (CANN's input and attr names)  pylint: disable=redefined-builtin
+    """The real part of a complex tensor, in the dtype Tout names (DT_FLOAT by default)."""
+    # torch.real is a strided view and .to of the same dtype returns it: fresh() copies it, so the
+    # output never aliases the input's storage.
+    return fresh(torch.real(input).to(_tout(Tout, _REAL)))
+
+
+@ge_kernel("Imag", accepts={"input": _COMPLEX})
+def imag(input, *, Tout):  # noqa: A002, N803  (CANN's input and attr names)  pylint: disable=redefined-builtin
+    """The imaginary part of a complex tensor, in the dtype Tout names (DT_FLOAT by default)."""
+    return fresh(torch.imag(input).to(_tout(Tout, _REAL)))  # a buffer of its own, as Real's
+
+
+@ge_kernel("Complex", one_dtype=("real", "imag"), accepts={"real": _REAL, "imag": _REAL})
+def complex_(real, imag, *, Tout):  # noqa: N803  (CANN's attr name)  pylint: disable=redefined-outer-name
+    """out = real + i * imag (broadcasting), in the dtype Tout names (DT_COMPLEX64 by default)."""
+    dtype = _tout(Tout, _COMPLEX)
+    real, imag = torch.broadcast_tensors(real, imag)
+    return torch.complex(real, imag).to(dtype)
+
+
+@ge_kernel("FFT", accepts={"x": _COMPLEX})
+def fft(x):
+    if x.dim() < 1:
+        refuse("x needs at least one axis")
+    return torch.fft.fft(x, dim=-1)
+
+
+@ge_kernel("FFT2D", accepts={"x": _COMPLEX})
+def fft_2d(x):
+    if x.dim() < 2:
+        refuse(f"x needs at least two axes, got shape {list(x.shape)}")
+    return torch.fft.fft2(x, dim=(-2, -1))
