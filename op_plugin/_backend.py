@@ -14,7 +14,8 @@ On the simulator, dynamo's graph is first made the one an Ascend host traces
 (`_simulator.npu.dispatch`); on both hosts the numeric corrections of TorchAir's lowering apply
 unless `torchair_gelu=True` (docs/npu-faithful-lowering.md).
 
-May import: `op_plugin._base`, `_lowering`, `_simulator` (only its lazily loaded names), torch.
+May import: `op_plugin._base`, `_lowering`, `_simulator` (only its lazily loaded names, and the
+SoC list of `_simulator.npu.dispatch`, which needs nothing but torch), torch.
 Never the tools.
 """
 from __future__ import annotations
@@ -22,9 +23,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from functools import cache
+from inspect import Parameter, Signature
+from types import NoneType, UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import torch
 
@@ -32,69 +36,113 @@ from . import _simulator
 from ._base.errors import OpPluginError
 from ._lowering.install import install_lowering
 from ._lowering.numeric_corrections import keep_torchair_lowering
+from ._simulator.npu.dispatch import SOCS
 
 Mode = Literal["ge", "aclgraph"]
 DumpFormat = Literal["txt", "pbtxt", "py"]
-MODES: tuple[Mode, ...] = get_args(Mode)
-DUMP_FORMATS: tuple[DumpFormat, ...] = get_args(DumpFormat)
 # torch.compile(mode=...) strings, mapped the way TorchAir maps them.
 _TORCH_COMPILE_MODES = {None: "ge", "default": "ge", "max-autotune": "ge", "reduce-overhead": "aclgraph"}
 
 
 @dataclass(frozen=True)
 class NpuGraphConfig:
-    """Options of the npugraph backend.
+    """Options of the npugraph backend, declared once: each field is one option, with its type (the
+    annotation; a Literal lists the accepted values), its default and a one-line help (metadata
+    "help"; "choices" where the type does not list the values). `npugraph_backend(**options)`,
+    `torch.compile(backend="npugraph", options={...})`, the keyword options of `op_plugin.compare`
+    and `op_plugin.inspect` (all through `from_options`) and the `op-plugin compare` / `inspect`
+    flags (from `option_specs`) derive from these fields: a new option is one field here and its
+    use in `compile_graph`."""
 
-    mode: "ge" (default; whole graph through the GE converters) or "aclgraph" (TorchAir's
-        npugraph_ex backend: eager kernels + Meta functions, captured as an ACL graph).
-    dump: write each GE graph in TorchAir's dump format "txt", "pbtxt" or "py" (None: no dump).
-    dump_dir: folder for the dumps (default: the working folder, as TorchAir does).
-    torchair_gelu: keep TorchAir's lowering of `aten.gelu`/`gelu_backward` verbatim (GE Gelu, the
-        tanh form, for approximate="none" too) instead of the eager-exact GeluV2/GeluGradV2.
-    soc: simulator only: the Ascend SoC whose dispatch is traced ("Ascend910" default, "Ascend310P",
-        "Ascend910B", "Ascend910_93", "Ascend950"); it picks torch_npu's SDPA branch.
-    torchair_view_optimize: keep TorchAir's view optimisation (`enable_view_optimize`, TorchAir's
-        default). Off by default, so each view op is lowered by its own converter: the optimisation
-        drops a transpose when a reshape follows a transposed view of a non-contiguous result (wrong
-        numbers, silently), and it compares symbolic sizes with static ones, so a sequence length
-        equal to a head count or head dim at the first call specialises or guards that length and
-        later lengths recompile. docs/npu-faithful-lowering.md has both reproducers.
-    """
-
-    mode: Mode = "ge"
-    dump: DumpFormat | None = None
-    dump_dir: str | None = None
-    torchair_gelu: bool = False
-    soc: str = "Ascend910"
-    torchair_view_optimize: bool = False
+    mode: Mode = field(default="ge", metadata={
+        "help": "'ge': the whole graph through the GE converters; 'aclgraph': TorchAir's npugraph_ex backend "
+                "(eager kernels and Meta functions captured as an ACL graph)"})
+    dump: DumpFormat | None = field(default=None, metadata={
+        "help": "write each GE graph in this TorchAir dump format (default: no dump)"})
+    dump_dir: str | None = field(default=None, metadata={
+        "help": "folder for the dumps (default: the working folder, as TorchAir does)"})
+    torchair_gelu: bool = field(default=False, metadata={
+        "help": "keep TorchAir's lowering of aten.gelu/gelu_backward verbatim (GE Gelu, the tanh form, for "
+                "approximate='none' too) instead of GeluV2/GeluGradV2"})
+    soc: str = field(default="Ascend910", metadata={
+        "help": "simulator only: the Ascend SoC whose dispatch is traced (it picks torch_npu's SDPA branch)",
+        "choices": SOCS})
+    # Off by default, so each view op is lowered by its own converter: the optimisation drops a
+    # transpose when a reshape follows a transposed view of a non-contiguous result (wrong numbers,
+    # silently), and it compares symbolic sizes with static ones, so a sequence length equal to a
+    # head count or head dim at the first call specialises or guards that length and later lengths
+    # recompile. docs/npu-faithful-lowering.md has both reproducers.
+    torchair_view_optimize: bool = field(default=False, metadata={
+        "help": "keep TorchAir's view optimisation (enable_view_optimize, TorchAir's default), which npugraph "
+                "leaves off: it can drop a transpose before a reshape"})
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise OpPluginError(f"npugraph: mode must be one of {MODES}, got {self.mode!r}")
-        if self.dump is not None and self.dump not in DUMP_FORMATS:
-            raise OpPluginError(f"npugraph: dump must be one of {DUMP_FORMATS} or None, got {self.dump!r}")
-        for name in ("torchair_gelu", "torchair_view_optimize"):
-            if not isinstance(getattr(self, name), bool):
-                raise OpPluginError(f"npugraph: {name} must be True or False, got {getattr(self, name)!r}")
-        from ._simulator.npu.dispatch import check_soc  # light: torch only
+        for spec in option_specs():
+            spec.check(getattr(self, spec.name))
 
-        check_soc(self.soc)
-
-
-_OPTIONS = {"mode", "dump", "dump_dir", "torchair_gelu", "soc", "torchair_view_optimize"}
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> NpuGraphConfig:
+        """The config of these keyword options; an unknown name is an error listing the valid ones."""
+        names = [spec.name for spec in option_specs()]
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            raise OpPluginError(f"npugraph: unknown option(s) {unknown}; options are {', '.join(names)}")
+        return cls(**options)
 
 
-def npugraph_backend(mode: str = "ge", dump: str | None = None, dump_dir: str | None = None,
-                     torchair_gelu: bool = False, soc: str = "Ascend910",
-                     torchair_view_optimize: bool = False) -> Callable:
-    """A torch.compile backend with these options (see NpuGraphConfig)."""
-    config = NpuGraphConfig(mode, dump, dump_dir, torchair_gelu, soc, torchair_view_optimize)
+@dataclass(frozen=True)
+class OptionSpec:
+    """One field of NpuGraphConfig, read from its annotation and metadata."""
+
+    name: str
+    annotation: Any
+    default: Any
+    help: str
+    choices: tuple | None    # the accepted values, None: any value of the type
+    optional: bool           # None is accepted
+    flag: bool               # a bool option: True or False only
+
+    def check(self, value: Any) -> None:
+        if value is None and self.optional:
+            return
+        if self.flag and not isinstance(value, bool):
+            raise OpPluginError(f"npugraph: {self.name} must be True or False, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise OpPluginError(f"npugraph: {self.name} must be one of {self.choices}"
+                                f"{' or None' if self.optional else ''}, got {value!r}")
+
+
+@cache
+def option_specs() -> tuple[OptionSpec, ...]:
+    """The backend's options in declaration order (NpuGraphConfig's fields)."""
+    hints = get_type_hints(NpuGraphConfig)
+    specs = []
+    for f in fields(NpuGraphConfig):
+        annotation = hints[f.name]
+        members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+        (base,) = [m for m in members if m is not NoneType]
+        choices = get_args(base) if get_origin(base) is Literal else f.metadata.get("choices")
+        specs.append(OptionSpec(f.name, annotation, f.default, f.metadata["help"], choices,
+                                optional=NoneType in members, flag=base is bool))
+    return tuple(specs)
+
+
+def npugraph_backend(**options: Any) -> Callable:
+    """A torch.compile backend with these options (keyword arguments, NpuGraphConfig's fields)."""
+    config = NpuGraphConfig.from_options(options)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         return compile_graph(gm, example_inputs, config)
 
     backend.config = config
     return backend
+
+
+# help(npugraph_backend) and editors show the options as keyword-only parameters, from the fields.
+npugraph_backend.__signature__ = Signature(
+    [Parameter(s.name, Parameter.KEYWORD_ONLY, default=s.default, annotation=s.annotation) for s in option_specs()],
+    return_annotation=Callable)
+npugraph_backend.__doc__ += "\n\n" + "\n".join(f"    {s.name}: {s.help}" for s in option_specs())
 
 
 def npugraph(gm: torch.fx.GraphModule, example_inputs: list, mode: str | None = None,
@@ -104,10 +152,7 @@ def npugraph(gm: torch.fx.GraphModule, example_inputs: list, mode: str | None = 
         raise OpPluginError(f"npugraph: torch.compile mode {mode!r} is not supported; "
                             f"use one of {[m for m in _TORCH_COMPILE_MODES if m]} or options={{'mode': ...}}")
     settings = {"mode": _TORCH_COMPILE_MODES[mode], **(options or {})}
-    unknown = set(settings) - _OPTIONS
-    if unknown:
-        raise OpPluginError(f"npugraph: unknown option(s) {sorted(unknown)}; options are {', '.join(sorted(_OPTIONS))}")
-    return compile_graph(gm, example_inputs, NpuGraphConfig(**settings))
+    return compile_graph(gm, example_inputs, NpuGraphConfig.from_options(settings))
 
 
 def on_ascend_host() -> bool:

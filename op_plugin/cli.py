@@ -76,6 +76,33 @@ def _call_factory(target: str):
     return model, tuple(inputs)
 
 
+def _add_backend_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """One flag per npugraph backend option (NpuGraphConfig's fields): --name-with-dashes, its help,
+    choices and default from the field."""
+    from ._backend import option_specs
+
+    group = parser.add_argument_group("npugraph backend options (op_plugin.NpuGraphConfig)")
+    for spec in option_specs():
+        if spec.name in skip:
+            continue
+        flag = "--" + spec.name.replace("_", "-")
+        if spec.flag:
+            action = argparse.BooleanOptionalAction if spec.default else "store_true"
+            group.add_argument(flag, dest=spec.name, action=action, default=spec.default, help=spec.help)
+            continue
+        shown = "" if spec.default is None else f" (default: {spec.default})"
+        group.add_argument(flag, dest=spec.name, choices=spec.choices, default=spec.default,
+                           metavar=None if spec.choices else spec.name.upper(), help=spec.help + shown)
+
+
+def _backend_options(args) -> dict:
+    """The backend options given on the command line (those left at their default are left out)."""
+    from ._backend import option_specs
+
+    return {spec.name: getattr(args, spec.name) for spec in option_specs()
+            if hasattr(args, spec.name) and getattr(args, spec.name) != spec.default}
+
+
 def _inspect(args) -> int:
     from pathlib import Path
 
@@ -89,7 +116,7 @@ def _inspect(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     formats = [f.strip().lower() for f in args.format.split(",") if f.strip()]
-    report = op_plugin.inspect(model, *inputs, dynamic=args.dynamic)
+    report = op_plugin.inspect(model, *inputs, dynamic=args.dynamic, **_backend_options(args))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written, status = [], 0
@@ -285,8 +312,8 @@ def _compare(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    options = {name: True for name in ("torchair_gelu", "torchair_view_optimize") if getattr(args, name)}
-    report = op_plugin.compare(model, *inputs, dynamic=args.dynamic, backward=not args.no_backward, **options)
+    report = op_plugin.compare(model, *inputs, dynamic=args.dynamic, backward=not args.no_backward,
+                               **_backend_options(args))
     print(report)
     if args.json:
         Path(args.json).write_text(report.to_json() + "\n", encoding="utf-8")
@@ -305,6 +332,11 @@ def _compare(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="op-plugin", description="Custom NPU operators from YAML into PyTorch graph mode.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("validate", help="check YAML op definitions without registering them")
@@ -327,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--show-consts", action="store_true", help="draw Const nodes instead of folding them")
     p.add_argument("--show-shape-ops", action="store_true",
                    help="draw shape arithmetic (Shape, Pack of sizes, ...) instead of folding it")
+    _add_backend_options(p)
     p.set_defaults(run=_inspect)
     p = sub.add_parser("msopgen", help="msOpGen JSON (Ascend C op project) for the custom GE ops of YAML files")
     p.add_argument("files", nargs="+", metavar="FILE")
@@ -374,18 +407,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("target", metavar="MODULE:FACTORY", nargs="?")
     p.add_argument("--dynamic", action="store_true", help="compile with dynamic shapes")
     p.add_argument("--no-backward", action="store_true", help="compare the forward graph only")
-    p.add_argument("--torchair-gelu", action="store_true",
-                   help="keep TorchAir's gelu lowering verbatim (GE Gelu, tanh form) instead of GeluV2")
-    p.add_argument("--torchair-view-optimize", action="store_true",
-                   help="turn on TorchAir's view optimisation, which npugraph leaves off (it can drop a "
-                        "transpose before a reshape; docs/npu-faithful-lowering.md)")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON")
     p.add_argument("--picture", metavar="FILE", help="draw the GE graph coloured by error (FILE.svg or .png)")
     p.add_argument("--dumps", nargs=2, metavar=("DIR_A", "DIR_B"),
                    help="diff two TorchAir/GE data-dump folders (e.g. NPU vs simulator) op by op")
+    _add_backend_options(p, skip=("mode",))  # compare checks the GE graph: mode "ge" only
     p.set_defaults(run=_compare)
-    args = parser.parse_args(argv)
-    return args.run(args)
+    return parser
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-"""The op-plugin command line: validate, list, demo."""
+"""The op-plugin command line: validate, list, demo, and the backend options as flags."""
 import subprocess
 import sys
 from pathlib import Path
 
-from op_plugin.cli import main
+from op_plugin.cli import _backend_options, build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,3 +42,22 @@ def test_console_script_is_installed():
     exe = Path(sys.executable).parent / "op-plugin"
     result = subprocess.run([str(exe), "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "validate" in result.stdout
+
+
+def test_backend_flags_come_from_the_config_fields():
+    """compare and inspect take one flag per NpuGraphConfig field (compare all but mode: it checks the
+    GE graph), and hand over only the options given."""
+    from op_plugin._backend import option_specs
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # pylint: disable=protected-access
+    for command, skipped in (("inspect", set()), ("compare", {"mode"})):
+        flags = {opt for action in commands[command]._actions for opt in action.option_strings}
+        expected = {"--" + s.name.replace("_", "-") for s in option_specs() if s.name not in skipped}
+        assert expected <= flags, (command, expected - flags)
+        assert not {"--" + name.replace("_", "-") for name in skipped} & flags
+    args = parser.parse_args(["compare", "m:f", "--soc", "Ascend950", "--torchair-gelu", "--dump", "txt"])
+    assert _backend_options(args) == {"soc": "Ascend950", "torchair_gelu": True, "dump": "txt"}
+    args = parser.parse_args(["inspect", "m:f", "--mode", "aclgraph", "--torchair-view-optimize"])
+    assert _backend_options(args) == {"mode": "aclgraph", "torchair_view_optimize": True}
+    assert _backend_options(parser.parse_args(["compare", "m:f"])) == {}

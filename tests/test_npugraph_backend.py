@@ -100,6 +100,36 @@ def test_options_are_validated():
         f(torch.ones(2))
 
 
+def test_options_are_declared_once_by_the_config_fields():
+    """NpuGraphConfig's fields are the options: the factory's signature, the option check and its
+    error, compare's and inspect's keyword options all follow them."""
+    import dataclasses
+    import inspect
+
+    from op_plugin._backend import NpuGraphConfig, option_specs
+
+    names = [f.name for f in dataclasses.fields(NpuGraphConfig)]
+    assert [s.name for s in option_specs()] == names
+    assert all(s.help and "\n" not in s.help for s in option_specs())
+    params = inspect.signature(op_plugin.npugraph_backend).parameters
+    assert list(params) == names
+    assert all(p.kind is p.KEYWORD_ONLY and p.default == getattr(NpuGraphConfig(), p.name) for p in params.values())
+    assert op_plugin.npugraph_backend().config == NpuGraphConfig()
+    assert op_plugin.npugraph_backend(soc="Ascend950", torchair_gelu=True).config == \
+        NpuGraphConfig(soc="Ascend950", torchair_gelu=True)
+    listed = "options are " + ", ".join(names)
+    for call in (lambda: op_plugin.npugraph_backend(colour="red"),
+                 lambda: op_plugin.compare(lambda x: x + 1, torch.ones(2), colour="red"),
+                 lambda: op_plugin.inspect(lambda x: x + 1, torch.ones(2), colour="red")):
+        with pytest.raises(op_plugin.OpPluginError, match=r"unknown option\(s\) \['colour'\]") as info:
+            call()
+        assert listed in str(info.value)
+    with pytest.raises(op_plugin.OpPluginError, match="torchair_gelu must be True or False, got 'yes'"):
+        op_plugin.npugraph_backend(torchair_gelu="yes")
+    with pytest.raises(op_plugin.OpPluginError, match=r"dump must be one of \('txt', 'pbtxt', 'py'\) or None"):
+        op_plugin.npugraph_backend(dump="json")
+
+
 def test_aclgraph_mode_runs_the_reference_kernels():
     x, g = torch.randn(3, 8), torch.rand(8)
     f = torch.compile(lambda x, g: torch.ops.npu.npu_custom_rms_norm(x, g), backend="npugraph",
@@ -219,3 +249,15 @@ def test_scalar_type_attr_and_meta_decorator_through_npugraph(tmp_path):
         unload("npu_user_scale_cast")
         for piece in ("reference", "meta"):
             _registry.detach("npu_user_scale_cast", piece)
+
+
+def test_the_user_guide_lists_every_option_with_its_default():
+    import re
+    from pathlib import Path
+
+    from op_plugin._backend import option_specs
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "user-guide.md").read_text(encoding="utf-8")
+    table = page[page.index("| option | default |"):].split("\n\n", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| `([^`]+)` \|", table, flags=re.M))
+    assert rows == {s.name: repr(s.default).replace("'", '"') for s in option_specs()}

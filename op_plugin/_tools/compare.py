@@ -36,10 +36,10 @@ def compare(model_or_fn, *inputs, dynamic: bool = False, backward: bool | None =
             **backend_options) -> CompareReport:
     """Compile with npugraph (simulator), run once on `inputs` (and backward, when an output requires
     grad and `backward` is not False, with a seeded random cotangent), and compare every FX node's GE
-    result with eager. Returns a CompareReport (`first_divergent`, `rows`, `str()`, `to_json()`,
-    `picture()`)."""
+    result with eager. `backend_options` are the npugraph backend's (NpuGraphConfig's fields).
+    Returns a CompareReport (`first_divergent`, `rows`, `str()`, `to_json()`, `picture()`)."""
     report = CompareReport()
-    config = NpuGraphConfig(**backend_options)
+    config = NpuGraphConfig.from_options(backend_options)
 
     def backend(gm, example_inputs):
         return compile_graph(gm, example_inputs, config, force_simulator=True)

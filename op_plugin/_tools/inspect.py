@@ -38,11 +38,12 @@ class InspectReport:
         return ge_graph_text(self.ge_graphs[index])
 
 
-def inspect(model, *example_inputs, dynamic: bool = False, mode: str = "ge") -> InspectReport:
-    """Compile `model` with the npugraph backend, run it once on `example_inputs`, and report the
-    FX graph(s) and GE graph(s) it produced."""
+def inspect(model, *example_inputs, dynamic: bool = False, **backend_options) -> InspectReport:
+    """Compile `model` with the npugraph backend (on the simulator; `backend_options` are the
+    backend's, NpuGraphConfig's fields, e.g. mode="ge"), run it once on `example_inputs`, and report
+    the FX graph(s) and GE graph(s) it produced."""
     report = InspectReport()
-    config = NpuGraphConfig(mode=mode)
+    config = NpuGraphConfig.from_options(backend_options)
 
     def recording_backend(gm, inputs):
         report.fx_graphs.append(gm)
