@@ -261,3 +261,67 @@ def test_each_attribute_changes_the_result(graph_builder, op_type, inputs, base,
 def test_gelu_v2_reads_approximate(graph_builder, approximate):
     (got,) = run_node(graph_builder, "GeluV2", [_X], [(F32, [5])], string_attrs={"approximate": approximate})
     assert_close(got, F.gelu(_X, approximate=approximate))
+
+
+# ---- types no recorded call exercised: one node each, against the torch op ---------------------
+
+_A = torch.tensor([[-2.5, -0.5, 0.0], [0.5, 1.5, 2.5]])
+_B = torch.tensor([[1.5, -2.0, 0.5], [0.0, 3.0, -1.0]])
+_IA = torch.tensor([-7, -3, 0, 5, 9, 12], dtype=I32)
+_IB = torch.tensor([2, -2, 3, 3, -4, 5], dtype=I32)
+_SPECIAL = torch.tensor([1.0, math.inf, -math.inf, math.nan, 0.0])
+_H = torch.linspace(-3, 3, 7, dtype=F16)
+_COND = torch.tensor([True, False])
+_Z = torch.randn(3, 4, 8, dtype=torch.complex64, generator=torch.Generator().manual_seed(0))
+_UNRECORDED = [
+    # (op_type, inputs, the expected outputs)
+    ("AddV2", [_A, _B], [_A + _B]),
+    ("Atan2", [_A, _B], [torch.atan2(_A, _B)]),
+    ("BitwiseAnd", [_IA, _IB], [_IA & _IB]),
+    ("BitwiseOr", [_IA, _IB], [_IA | _IB]),
+    ("BitwiseXor", [_IA, _IB], [_IA ^ _IB]),
+    ("DivNoNan", [_A, _B], [torch.tensor([[-2.5 / 1.5, 0.25, 0.0], [0.0, 0.5, -2.5]])]),
+    ("FloorMod", [_IA, _IB], [torch.tensor([a % b for a, b in zip(_IA.tolist(), _IB.tolist())], dtype=I32)]),
+    ("Mod", [_IA, _IB], [torch.tensor([int(math.fmod(a, b)) for a, b in zip(_IA.tolist(), _IB.tolist())], dtype=I32)]),
+    ("TruncateMod", [_IA, _IB], [torch.tensor([int(math.fmod(a, b)) for a, b in zip(_IA.tolist(), _IB.tolist())], dtype=I32)]),
+    ("TruncateDiv", [_IA, _IB], [torch.tensor([int(a / b) for a, b in zip(_IA.tolist(), _IB.tolist())], dtype=I32)]),
+    ("SquaredDifference", [_A, _B], [(_A - _B) ** 2]),
+    ("Greater", [_A, _B], [_A > _B]),
+    ("GreaterEqual", [_A, _A.flip(1)], [_A >= _A.flip(1)]),
+    ("NotEqual", [_IA, _IB.abs()], [_IA != _IB.abs()]),
+    ("LogicalAnd", [_A > 0, _B > 0], [(_A > 0) & (_B > 0)]),
+    ("LogicalOr", [_A > 0, _B > 0], [(_A > 0) | (_B > 0)]),
+    ("IsFinite", [_SPECIAL], [torch.isfinite(_SPECIAL)]),
+    ("IsInf", [_SPECIAL], [torch.isinf(_SPECIAL)]),
+    ("IsNan", [_SPECIAL], [torch.isnan(_SPECIAL)]),
+    ("Ceil", [_A], [torch.ceil(_A)]),
+    ("Floor", [_A], [torch.floor(_A)]),
+    ("Round", [_A], [torch.tensor([[-2.0, -0.0, 0.0], [0.0, 2.0, 2.0]])]),  # half to even, as rint
+    ("Sign", [_A], [torch.sign(_A)]),
+    ("Square", [_IA], [_IA * _IA]),
+    ("Sqrt", [_A.abs()], [torch.sqrt(_A.abs())]),
+    ("Sin", [_H], [torch.sin(_H.float()).half()]),
+    ("Cos", [_H], [torch.cos(_H.float()).half()]),
+    ("Erf", [_H], [torch.erf(_H.float()).half()]),
+    ("Expm1", [_H], [torch.expm1(_H.float()).half()]),
+    ("OnesLike", [_IA], [torch.ones(6, dtype=I32)]),
+    ("FastGelu", [_H], [(_H.float() * torch.sigmoid(1.702 * _H.float())).half()]),
+    ("Softplus", [_A], [F.softplus(_A)]),
+    ("Mish", [_H], [F.mish(_H.float()).half()]),
+    ("Relu6", [_A * 4], [F.relu6(_A * 4)]),
+    ("ClipByValue", [_A, torch.tensor(-1.0), torch.tensor([0.0, 1.0, 2.0])],
+     [torch.clamp(_A, torch.tensor(-1.0), torch.tensor([0.0, 1.0, 2.0]))]),
+    ("Select", [_COND, _A, _B], [torch.stack([_A[0], _B[1]])]),  # a 1-D condition picks rows
+    ("Snapshot", [_A], [_A]),
+    ("StopGradient", [_A], [_A]),
+    ("PreventGradient", [_A], [_A]),
+    ("IdentityN", [_A, _IA], [_A, _IA]),
+    ("FFT", [_Z], [torch.fft.fft(_Z)]),
+    ("FFT2D", [_Z], [torch.fft.fft2(_Z)]),
+]
+
+
+@pytest.mark.parametrize("op_type,inputs,want", _UNRECORDED, ids=[c[0] for c in _UNRECORDED])
+def test_types_without_recorded_calls(graph_builder, op_type, inputs, want):
+    got = run_node(graph_builder, op_type, inputs, [(w.dtype, list(w.shape)) for w in want])
+    assert_close(list(got), want)

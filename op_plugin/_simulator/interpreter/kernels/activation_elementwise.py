@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from .common import opmath
 from ..registry import ge_kernel
+from .common import opmath
 
 
 @ge_kernel("Relu")

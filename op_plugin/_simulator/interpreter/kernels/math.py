@@ -62,7 +62,7 @@ for _op_type, (_name, _fn) in _BINARY.items():
 
 
 @ge_kernel("AddN")
-def add_n(x, *, N):  # noqa: N803  (CANN's attr name)
+def add_n(x, *, N):
     """y = sum of the N inputs; N is the dynamic input's length, checked rather than trusted."""
     if N != len(x):
         refuse(f"attr N is {N} but the node has {len(x)} inputs")

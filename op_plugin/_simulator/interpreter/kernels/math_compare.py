@@ -107,7 +107,7 @@ def _under_ge_names(fn, **ge_names):
     for parameter in signature.parameters.values():
         if parameter.name in ge_names:
             parameter = parameter.replace()
-            parameter._name = ge_names[parameter.name]  # pylint: disable=protected-access
+            parameter._name = ge_names[parameter.name]
         parameters.append(parameter)
     fn.__signature__ = signature.replace(parameters=parameters)
     return fn

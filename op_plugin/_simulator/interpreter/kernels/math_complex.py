@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 
 from ...._ge.values import ge_dtype_to_torch
-from .common import fresh
 from ..registry import ge_kernel, refuse
+from .common import fresh
 
 _COMPLEX = (torch.complex64, torch.complex128)
 _REAL = (torch.float32, torch.float64)
@@ -33,7 +33,7 @@ def _tout(tout, allowed):
 
 
 @ge_kernel("Real", accepts={"input": _COMPLEX})
-def real(input, *, Tout):  # noqa: A002, N803  (CANN's input and attr names)  pylint: disable=redefined-builtin
+def real(input, *, Tout):
     """The real part of a complex tensor, in the dtype Tout names (DT_FLOAT by default)."""
     # torch.real is a strided view and .to of the same dtype returns it: fresh() copies it, so the
     # output never aliases the input's storage.
@@ -41,13 +41,13 @@ def real(input, *, Tout):  # noqa: A002, N803  (CANN's input and attr names)  py
 
 
 @ge_kernel("Imag", accepts={"input": _COMPLEX})
-def imag(input, *, Tout):  # noqa: A002, N803  (CANN's input and attr names)  pylint: disable=redefined-builtin
+def imag(input, *, Tout):
     """The imaginary part of a complex tensor, in the dtype Tout names (DT_FLOAT by default)."""
     return fresh(torch.imag(input).to(_tout(Tout, _REAL)))  # a buffer of its own, as Real's
 
 
 @ge_kernel("Complex", one_dtype=("real", "imag"), accepts={"real": _REAL, "imag": _REAL})
-def complex_(real, imag, *, Tout):  # noqa: N803  (CANN's attr name)  pylint: disable=redefined-outer-name
+def complex_(real, imag, *, Tout):
     """out = real + i * imag (broadcasting), in the dtype Tout names (DT_COMPLEX64 by default)."""
     dtype = _tout(Tout, _COMPLEX)
     real, imag = torch.broadcast_tensors(real, imag)

@@ -19,8 +19,8 @@ import math
 import torch
 
 from ...._ge.values import ge_dtype_to_torch
-from .common import opmath, require_dtype
 from ..registry import ge_kernel, refuse
+from .common import opmath, require_dtype
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _COMPLEX = (torch.complex64, torch.complex128)
