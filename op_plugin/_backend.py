@@ -34,7 +34,7 @@ import torch
 
 from . import _simulator
 from ._base.errors import OpPluginError
-from ._lowering.install import install_lowering
+from ._lowering.install import install_converters, refresh_library_converters
 from ._lowering.numeric_corrections import keep_torchair_lowering
 from ._simulator.npu.dispatch import SOCS
 
@@ -178,7 +178,7 @@ def prepare_host() -> bool:
         return False
     import torchair  # shipped inside torch_npu; importable once torch_npu is
 
-    install_lowering(torchair)
+    install_converters(torchair)
     return True
 
 
@@ -199,7 +199,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
 
         rewrite_for_npu(gm, config.soc)  # trace what an Ascend host traces
     # On the simulator, custom GE types also need an IR prototype and an executor kernel.
-    install_lowering(torchair, op_hook=_simulator.lowering_hook if simulated else None)
+    install_converters(torchair, op_hook=_simulator.lowering_hook if simulated else None)
+    refresh_library_converters()  # a model library imported since (transformers' MoE ops)
     if config.mode == "aclgraph" and config.dump:
         _warn_once("npugraph: the dump option writes GE graphs; mode 'aclgraph' (npugraph_ex) builds none, "
                    "so nothing is dumped")

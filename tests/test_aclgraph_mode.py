@@ -21,7 +21,8 @@ def ascend_host_with_npugraph_ex(monkeypatch):
         return gm.forward
 
     monkeypatch.setattr(_backend, "load_torchair_for_host", lambda force_simulator=False: (object(), False))
-    monkeypatch.setattr(_backend, "install_lowering", lambda torchair, op_hook=None: None)
+    monkeypatch.setattr(_backend, "install_converters", lambda torchair, op_hook=None: None)
+    monkeypatch.setattr(_backend, "refresh_library_converters", lambda: 0)
     monkeypatch.setitem(_COMPILER_FNS, "npugraph_ex", npugraph_ex)
     monkeypatch.setitem(_BACKENDS, "npugraph_ex", None)
     return calls

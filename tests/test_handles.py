@@ -10,11 +10,10 @@ def _recording(log, name):
 
 def test_a_block_that_raises_takes_back_what_it_added_newest_first():
     log = []
-    with pytest.raises(RuntimeError, match="third failed"):
-        with HandleGroup("probe") as group:
-            group.add(_recording(log, "first"))
-            group.add(_recording(log, "second"))
-            raise RuntimeError("third failed")
+    with pytest.raises(RuntimeError, match="third failed"), HandleGroup("probe") as group:
+        group.add(_recording(log, "first"))
+        group.add(_recording(log, "second"))
+        raise RuntimeError("third failed")
     assert log == ["second", "first"] and group.destroyed
 
 
@@ -29,10 +28,9 @@ def test_a_block_that_succeeds_keeps_what_it_added():
 
 def test_a_base_exception_rolls_back_too():
     log = []
-    with pytest.raises(KeyboardInterrupt):
-        with HandleGroup("probe") as group:
-            group.add(_recording(log, "first"))
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), HandleGroup("probe") as group:
+        group.add(_recording(log, "first"))
+        raise KeyboardInterrupt
     assert log == ["first"]
 
 
@@ -53,11 +51,10 @@ def test_a_failing_rollback_raises_with_the_blocks_error_as_its_context():
 
 def test_nested_groups_roll_back_as_one():
     log = []
-    with pytest.raises(RuntimeError):
-        with HandleGroup("outer") as outer:
-            outer.add(_recording(log, "outer member"))
-            with HandleGroup("inner") as inner:
-                inner.add(_recording(log, "inner member"))
-            outer.add(inner)
-            raise RuntimeError("later step failed")
+    with pytest.raises(RuntimeError), HandleGroup("outer") as outer:
+        outer.add(_recording(log, "outer member"))
+        with HandleGroup("inner") as inner:
+            inner.add(_recording(log, "inner member"))
+        outer.add(inner)
+        raise RuntimeError("later step failed")
     assert log == ["inner member", "outer member"]

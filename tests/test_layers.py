@@ -109,7 +109,7 @@ def test_handle_group_destroys_newest_first_and_every_member_even_after_a_failur
     assert late.destroyed and order[-1] == "late"  # a closed group takes nothing back later
 
 
-def test_install_lowering_is_all_or_nothing():
+def test_install_converters_is_all_or_nothing():
     """A host hook failing on one op takes back every converter installed so far; a retry works."""
     code = textwrap.dedent('''
         import torch, op_plugin
@@ -128,13 +128,13 @@ def test_install_lowering_is_all_or_nothing():
                 raise RuntimeError("hook failed")
 
         try:
-            lowering.install_lowering(torchair, op_hook=failing_hook)
+            lowering.install_converters(torchair, op_hook=failing_hook)
         except RuntimeError:
             pass
         assert lowering.installed_torchair() is None
         assert all("_ge_converter" not in op_overload(st.spec).__dict__ for st in ops), "converter left behind"
         assert all(len(st.handles) == 0 for st in ops), "handles left behind"
-        lowering.install_lowering(torchair, op_hook=lambda st: None)
+        lowering.install_converters(torchair, op_hook=lambda st: None)
         assert lowering.installed_torchair() is torchair
         assert all("_ge_converter" in op_overload(st.spec).__dict__ for st in ops)
         print(len(seen), len(ops))

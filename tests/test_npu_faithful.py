@@ -7,8 +7,8 @@ import torch.nn.functional as F
 
 import op_plugin
 from op_plugin._base.errors import OpPluginError
-from op_plugin._lowering import aten_converters, moe_converters, numeric_corrections
-from op_plugin._lowering._converter_slots import is_not_implemented_stub, replace_converter, torchair_converter
+from op_plugin._lowering import aten_converters, moe_converters, numeric_corrections, registry
+from op_plugin._lowering.torchair_api import is_not_implemented_stub, torchair_converter, torchair_lowers
 from op_plugin._simulator.npu import dispatch as npu_dispatch
 
 
@@ -187,8 +187,10 @@ def test_one_hot_without_num_classes_is_an_error_as_on_npu():
 def test_true_divide_converters_installed_only_where_torchair_has_none():
     _torchair()
     _compile(lambda x: x + 1)(torch.ones(2))  # installs the lowering
-    for op in aten_converters.ATEN_CONVERTERS:
-        assert not aten_converters.torchair_lowers(op) or \
+    missing = [op for entry in registry.entries("missing") for op in entry.targets]
+    assert torch.ops.aten.true_divide.Tensor in missing and torch.ops.aten.histc.default in missing
+    for op in missing:
+        assert not torchair_lowers(op) or \
             torchair_converter(op).__module__ in (aten_converters.__name__, moe_converters.__name__)
 
 
@@ -275,7 +277,7 @@ def test_replaced_converter_handle_restores_torchair_s():
     torchair = _torchair()
     op = torch.ops.aten.true_divide.out
     before = op.__dict__.get("_ge_converter")
-    handle = replace_converter(torchair, op, lambda *a, **k: None, "test")
+    handle = registry.swap_converter(torchair, op, lambda *a, **k: None, "test")
     assert op.__dict__.get("_ge_converter") is not before
     handle.destroy()
     assert op.__dict__.get("_ge_converter") is before

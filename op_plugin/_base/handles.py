@@ -12,6 +12,7 @@ block if the block raises (any exception, which then propagates), and keeps them
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Self
 
 
 class RegistrationHandle:
@@ -66,7 +67,7 @@ class HandleGroup(RegistrationHandle):
             self._members.append(handle)
         return handle
 
-    def __enter__(self) -> HandleGroup:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> bool:

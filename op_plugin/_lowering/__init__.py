@@ -3,11 +3,17 @@
 Owns the check of a YAML `ge:` mapping against a built-in GE prototype (`mapping`), the
 converters generated from the mapping (`converters`), and their installation on a TorchAir
 module, for every op loaded or decorated before or after (`install`); op_plugin's own converters
-for aten ops TorchAir does not lower (`aten_converters`, `moe_converters`) and its corrections of
-TorchAir's lowering (`numeric_corrections`). Host-independent: the same code runs against
-torch_npu's TorchAir on an Ascend host and the simulator's on a CPU host, and a host adds its own
-per-op pieces through the `op_hook` of `install_lowering`.
+in one registry (`registry`: declared with `@aten_converter` / `@library_converter`, installed by
+`when`, taken back by handle), which receive TorchAir as one object (`torchair_api`): those for
+aten ops TorchAir does not lower (`aten_converters`, `moe_converters`), the completions of
+TorchAir's converters (`aten_completions`) and the corrections of its lowering
+(`numeric_corrections`), each with TorchAir-style declared cases (`cases`). Host-independent: the
+same code runs against torch_npu's TorchAir on an Ascend host and the simulator's on a CPU host,
+and a host adds its own per-op pieces through the `op_hook` of `install_converters`.
 
 May import: `op_plugin._base`, `_spec`, `_ge`, `_registry`, torch. Never the simulator or the
-backend; TorchAir only as the module handed to `install_lowering`.
+backend; TorchAir only as the module handed to `install_converters`.
 """
+# The converter modules declare op_plugin's converters in `registry` when imported: importing any
+# part of the lowering makes the registry complete.
+from . import aten_completions, aten_converters, moe_converters, numeric_corrections  # noqa: F401

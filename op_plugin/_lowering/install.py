@@ -1,21 +1,25 @@
-"""`install_lowering`: GE converters for every YAML op, on the TorchAir module of the host.
+"""`install_converters`: op_plugin's GE converters on the TorchAir module of the host, and
+`refresh_library_converters` for the library ops that appear later.
 
-It runs once per process, when the npugraph backend first needs TorchAir (importing TorchAir costs
-seconds, so `import op_plugin` never does it), and covers every loaded op and, through the
-registry's hooks, every op loaded or decorated later:
+`install_converters` runs once per process, when the npugraph backend first needs TorchAir
+(importing TorchAir costs seconds, so `import op_plugin` never does it on a CPU host; on an Ascend
+host `import op_plugin` runs it). It builds the one `TorchAirApi` of the installation and puts on
+the host's TorchAir, as one all-or-nothing group:
 
-- an op with `@op_plugin.converter` gets that function;
-- an op with `ge:` gets the converter generated from it (`converters.generated_converter`);
-- an op with neither gets a converter that fails with a message saying what to add.
-
-Before the YAML ops, the same installation puts op_plugin's converters for aten ops TorchAir does
-not lower (`aten_converters`) and the numeric corrections of TorchAir's lowering
-(`numeric_corrections`) on the host's TorchAir; they belong to the same all-or-nothing group.
+- op_plugin's own converters of the registry (`registry`): for the aten ops TorchAir does not
+  lower, the completions and the numeric corrections of its converters, and the library ops
+  registered by now;
+- a converter for every YAML op, now and, through the op registry's hooks, for every op loaded
+  or decorated later: an op with `@op_plugin.converter` gets that function; an op with `ge:` the
+  converter generated from it (`converters.generated_converter`); an op with neither a converter
+  that fails with a message saying what to add.
 
 A host may add its own per-op pieces with `op_hook(state) -> RegistrationHandle | None` (the
-simulator registers IR prototypes and executor kernels for custom GE types). Installation is
-all or nothing: if any op fails, everything done so far is taken back and the next compile tries
-again.
+simulator registers IR prototypes and executor kernels for custom GE types). If anything fails,
+everything done so far is taken back and the next compile tries again.
+
+`refresh_library_converters()` runs at every compile after that: a model library imported since
+(transformers' MoE ops) gets its converters then.
 """
 from __future__ import annotations
 
@@ -26,10 +30,9 @@ from .._base.handles import HandleGroup, RegistrationHandle
 from .._registry.library import op_overload
 from .._registry.load import add_load_hook
 from .._registry.op_state import OpState, Piece, add_piece_listener, loaded
-from .aten_converters import install_aten_converters
-from .moe_converters import install_library_converters
 from .converters import generated_converter, missing_mapping_converter
-from .numeric_corrections import install_numeric_corrections
+from .registry import install_aten_converters, install_library_converters, swap_converter
+from .torchair_api import TorchAirApi
 
 OpHook = Callable[[OpState], "RegistrationHandle | None"]
 
@@ -37,21 +40,18 @@ OpHook = Callable[[OpState], "RegistrationHandle | None"]
 class _Installation:
     def __init__(self, torchair: Any, op_hook: OpHook | None):
         self.torchair = torchair
+        self.api = TorchAirApi(torchair)  # the one of this installation
         self.op_hook = op_hook
         self.handles: HandleGroup | None = None
 
     def install_op(self, st: OpState) -> HandleGroup:
         """Lower one op; the returned group (also kept in `st.handles`) takes it all back."""
-        group = st.handles.add(HandleGroup(f"lowering of {st.qualname}"))
-        try:
+        with st.handles.add(HandleGroup(f"lowering of {st.qualname}")) as group:
             group.add(self.register_converter(st))
             if self.op_hook is not None:
                 handle = self.op_hook(st)
                 if handle is not None:
                     group.add(handle)
-        except Exception:
-            group.destroy()
-            raise
         return group
 
     def on_piece(self, st: OpState, piece: Piece) -> None:
@@ -60,51 +60,46 @@ class _Installation:
 
     def register_converter(self, st: OpState) -> RegistrationHandle:
         spec = st.spec
-        op = op_overload(spec)
         if st.converter is not None:
             fn = st.converter
         elif spec.ge is not None:
             fn = generated_converter(spec, self.torchair)
         else:
             fn = missing_mapping_converter(spec)
-        self.torchair.register_fx_node_ge_converter(op)(fn)
-        wrapped = op.__dict__.get("_ge_converter")  # TorchAir keeps a wrapper of `fn` on the OpOverload
-
-        def unregister():
-            # Only take back our own converter: a later registration may have replaced it.
-            if op.__dict__.get("_ge_converter") is wrapped:
-                op.__dict__.pop("_ge_converter", None)
-
-        return RegistrationHandle(unregister, f"GE converter of {spec.qualname}")
+        return swap_converter(self.torchair, op_overload(spec), fn, f"GE converter of {spec.qualname}")
 
 
 _installed: _Installation | None = None
 
 
-def install_lowering(torchair: Any, op_hook: OpHook | None = None) -> None:
-    """Register the GE converters of every YAML op on `torchair`, now and for later ops (once per process)."""
+def install_converters(torchair: Any, op_hook: OpHook | None = None) -> None:
+    """Register op_plugin's converters and those of every YAML op on `torchair`, now and for later
+    ops (once per process: later calls do nothing)."""
     global _installed
     if _installed is not None:
-        # a model library imported since (transformers' MoE op) gets its converters now
-        late = install_library_converters(_installed.torchair)
-        if len(late):
-            _installed.handles.add(late)
         return
     installation = _Installation(torchair, op_hook)
-    done = HandleGroup("lowering installation")
-    try:
-        done.add(install_aten_converters(torchair))
-        done.add(install_library_converters(torchair))
-        done.add(install_numeric_corrections(torchair))
+    with HandleGroup("lowering installation") as done:
+        done.add(install_aten_converters(installation.api))
+        done.add(install_library_converters(installation.api))
         for st in loaded():
             done.add(installation.install_op(st))
-    except Exception:
-        done.destroy()
-        raise
     installation.handles = done
     add_load_hook(installation.install_op)  # lives as long as the process: TorchAir cannot be unloaded
     add_piece_listener(installation.on_piece)
     _installed = installation
+
+
+def refresh_library_converters() -> int:
+    """Install the converters of the library ops registered since the installation (transformers'
+    MoE ops, when transformers is imported after the first compile); how many were installed.
+    Before `install_converters` there is nothing to refresh."""
+    if _installed is None:
+        return 0
+    late = install_library_converters(_installed.api)
+    if len(late):
+        _installed.handles.add(late)
+    return len(late)
 
 
 def installed_handles() -> HandleGroup | None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from op_plugin._lowering import moe_converters
+from op_plugin._lowering import registry
 from op_plugin._simulator.interpreter.kernels import lookup_kernel
 
 from test_kernels_shape import check_compiled
@@ -111,13 +111,15 @@ def test_a_library_op_imported_after_the_first_compile_gets_its_converter(monkey
         lib.impl("twice", lambda x: x * 2, "CompositeExplicitAutograd")
         lib.impl("twice", lambda x: torch.empty_like(x), "Meta")
 
-        def factory(torchair):
-            return lambda x, meta_outputs=None: moe_converters.raw_ge_ops(torchair).Muls(x, value=2.0)
+        monkeypatch.setattr(registry, "_ENTRIES", list(registry._ENTRIES))  # the declaration goes after the test
 
-        monkeypatch.setitem(moe_converters.LIBRARY_CONVERTERS, ("op_plugin_late_lib", "twice"), factory)
+        @registry.library_converter("op_plugin_late_lib::twice")
+        def twice(ta, x, meta_outputs=None):
+            return ta.ge.Muls(x, value=2.0)
+
         check_compiled(lambda x: torch.ops.op_plugin_late_lib.twice(x) + 1, (torch.randn(3),), "Muls")
     finally:
-        handle = moe_converters._library_handles.pop(("op_plugin_late_lib", "twice"), None)
+        handle = registry._library_handles.pop("op_plugin_late_lib::twice", None)
         if handle is not None:
             handle.destroy()
         lib._destroy()

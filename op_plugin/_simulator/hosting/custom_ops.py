@@ -1,6 +1,6 @@
 """The simulator's side of a YAML op's lowering: its custom GE type answered and executed.
 
-`lowering_hook(state)` is the `op_hook` the backend hands to `install_lowering` on a CPU host:
+`lowering_hook(state)` is the `op_hook` the backend hands to `install_converters` on a CPU host:
 
 - an op mapped onto a CANN built-in type (RmsNorm, AddN, ...) keeps CANN's prototype and the
   executor's own kernel; its mapping is checked against the real prototype's names and kinds;
@@ -44,13 +44,9 @@ def lowering_hook(st: OpState) -> RegistrationHandle | None:
         raise OpPluginError(f"{spec.field('ge.type')}: custom GE type {spec.ge.type} is already the type of "
                             f"{owner.qualname} ({owner.location.file_line}); a custom GE type runs one kernel, so "
                             "it belongs to one op: give this op its own `ge.type`")
-    group = HandleGroup(f"simulator pieces of {spec.qualname}")
-    try:
+    with HandleGroup(f"simulator pieces of {spec.qualname}") as group:
         group.add(register_ir_prototype(ir_prototype(spec)))
         group.add(register_ge_kernel(spec.ge.type, reference_ge_kernel(spec), prototype=ir_prototype(spec)))
-    except Exception:
-        group.destroy()
-        raise
     return group
 
 

@@ -1,0 +1,110 @@
+"""op_plugin's completions of TorchAir's converters (`when="completes"`).
+
+Where TorchAir's converter lowers an op but raises (NotImplementedError, or an IndexError) for one
+case real models produce, op_plugin's converter lowers that case and hands every other to
+TorchAir's (`ta.original`). Installed on every host, only where TorchAir has a converter to
+complete (`registry`). docs/npu-faithful-lowering.md lists them.
+"""
+from __future__ import annotations
+
+import torch
+
+from .cases import F32, Support
+from .registry import aten_converter
+from .torchair_api import TorchAirApi
+
+
+@aten_converter(torch.ops.aten.constant_pad_nd.default, when="completes",
+                cases=[Support(F32(2, 3, 5), [1, 2], 0.5), Support(F32(2, 3, 5), [0, 1, 2, 0]),
+                       Support(F32(2, 3, 4), [1, 1, 1, 1, 0, 2], -1.0)])
+def constant_pad_nd(ta: TorchAirApi, self, pad, value=0, meta_outputs=None):
+    """`aten.constant_pad_nd` with symbolic pads (a dynamic-shape model padding by a size, e.g.
+    Swin's window padding with `dynamic=True`): TorchAir gets the pad list as one GE tensor and
+    raises. Lowered exactly as TorchAir lowers a pad list: torch's (last dim first) pairs are
+    reversed into PadV3's per-dimension order and zero pairs fill the leading dimensions, only
+    with GE ops on the tensor (Reshape [k, 2], ReverseV2 axis 0, Reshape [2k], ConcatV2 after
+    zeros), then `PadV3(x, paddings, value)`. A static pad list is TorchAir's."""
+    graph_module = ta.graph
+    if not isinstance(pad, graph_module.Tensor):
+        return ta.original(self, pad, value, meta_outputs=meta_outputs)
+    ge = ta.ge
+    length = pad.symsize[0] if pad.symsize else None
+    if not isinstance(length, int) or length % 2:
+        raise NotImplementedError(f"constant_pad_nd: pad list of length {length!r}")
+    pairs = length // 2
+    if pairs > self.rank:
+        raise AssertionError("Length of pad should be no more than twice the number of dimensions of the input.")
+    per_dim = ge.Reshape(ge.ReverseV2(ge.Reshape(pad, graph_module.Const([pairs, 2])), graph_module.Const([0])),
+                         graph_module.Const([length]))
+    if pairs < self.rank:
+        zeros = graph_module.Const([0] * (2 * (self.rank - pairs)), dtype=pad.dtype)
+        per_dim = ge.ConcatV2([zeros, per_dim], graph_module.Const(0), N=2)
+    return ge.PadV3(self, per_dim, value)
+
+
+@aten_converter(torch.ops.aten.clone.default, when="completes",
+                cases=[Support(F32(2, 3, 4, 5), memory_format=torch.channels_last),
+                       Support(F32(2, 3, 2, 4, 5), memory_format=torch.channels_last_3d),
+                       Support(F32(2, 3), memory_format=torch.preserve_format), Support(F32(2, 3))])
+def clone(ta: TorchAirApi, self, *, memory_format=None, meta_outputs=None):
+    """`aten.clone` with `memory_format=torch.channels_last` (or channels_last_3d /
+    preserve_format): TorchAir raises NotImplementedError for any format but contiguous;
+    BEiT/YOLOS/PVT/DPT's position embedding interpolation produces it. A GE tensor has no strides
+    (its layout is its shape), so the clone's values are its input's: `Identity(x)`. The graph
+    output is contiguous where eager's is channels_last (same values; TorchAir gives contiguous
+    outputs on an Ascend host too)."""
+    if memory_format in (None, torch.contiguous_format):
+        return ta.original(self, memory_format=memory_format, meta_outputs=meta_outputs)
+    if memory_format not in (torch.channels_last, torch.channels_last_3d, torch.preserve_format):
+        raise NotImplementedError(f"clone: memory_format {memory_format}")
+    return ta.ge.Identity(self)
+
+
+@aten_converter(torch.ops.aten._native_batch_norm_legit.no_stats, when="completes",
+                cases=[Support(F32(4, 3, 5), F32(3), F32(3), True, 0.1, 1e-5),
+                       Support(F32(1, 4, 27), None, None, True, 0.0, 1e-6)])
+def batch_norm_no_stats(ta: TorchAirApi, input, weight, bias, training, momentum, eps,  # noqa: A002 (aten's names)
+                        meta_outputs=None):
+    """`aten._native_batch_norm_legit.no_stats` (training batch norm without running statistics,
+    e.g. BiT's weight-standardised convolutions normalising their weights with
+    `F.batch_norm(w, None, None, training=True)`): TorchAir lowers it on arch35 SoCs only and
+    raises NotImplementedError elsewhere. Lowered off arch35 exactly as TorchAir lowers it on
+    arch35: its own `_native_batch_norm_legit_functional` converter (BatchNormV3, training) fed
+    running statistics filled with 0 and 1, returning (y, save_mean, save_rstd) as TorchAir's
+    arch35 branch does. Output 2 is BatchNormV3's `save_rstd`, the batch variance off arch35 (see
+    `numeric_corrections.batch_norm_functional`), not eager's invstd."""
+    if not training or ta.is_arch35():
+        return ta.original(input, weight, bias, training, momentum, eps, meta_outputs=meta_outputs)
+    ge, graph_module = ta.ge, ta.graph
+    channels = ge.Gather(ge.Shape(input, dtype=graph_module.DataType.DT_INT32), 1)
+    running_mean = ge.Fill(channels, graph_module.Cast(0.0, dst_type=input.dtype))
+    running_var = ge.Fill(channels, graph_module.Cast(1.0, dst_type=input.dtype))
+    # TorchAir's own converter (GE output order), not op_plugin's correction of it
+    functional = ta.converter(torch.ops.aten._native_batch_norm_legit_functional.default)
+    if functional is None:
+        raise NotImplementedError("this TorchAir does not lower _native_batch_norm_legit_functional")
+    y, _, _, save_mean, save_rstd = functional(input, weight, bias, running_mean, running_var, training,
+                                               momentum, eps, meta_outputs=None)
+    return y, save_mean, save_rstd
+
+
+@aten_converter(torch.ops.aten.convolution_backward.default, when="completes",
+                cases=[Support(F32(2, 4, 4, 4), F32(2, 4, 11, 11), F32(4, 1, 5, 5), None, [2], [0], [1], False, [0], 4,
+                               [True, True, False]),
+                       Support(F32(1, 2, 6), F32(1, 3, 8), F32(2, 3, 3), [2], [1], [0], [1], False, [0], 1,
+                               [True, True, True])])
+def convolution_backward(ta: TorchAirApi, grad_output, input, weight, bias_sizes, stride, padding,  # noqa: A002
+                         dilation, transposed, output_padding, groups, output_mask, meta_outputs=None):
+    """`aten.convolution_backward` with a one-element stride/padding/dilation/output_padding (aten
+    passes `padding=[0]` for `padding="valid"`, e.g. EfficientNet's depthwise convs in training):
+    ATen expands it to every spatial dim (Convolution.cpp, expand_param_if_needed); TorchAir's
+    converter indexes `padding[1]` and fails with IndexError. Expanded as ATen does, then
+    TorchAir's converter."""
+    spatial = weight.rank - 2
+
+    def expanded(param):
+        return list(param) * spatial if isinstance(param, (list, tuple)) and len(param) == 1 else param
+
+    return ta.original(grad_output, input, weight, bias_sizes, expanded(stride), expanded(padding),
+                       expanded(dilation), transposed, expanded(output_padding), groups, output_mask,
+                       meta_outputs=meta_outputs)
