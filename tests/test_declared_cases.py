@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from op_plugin._tools.declared_cases import CaseResult, enumerate_cases, run_case
+from op_plugin._tools.declared_cases import CaseResult, build_inputs, enumerate_cases, run_case
 from op_plugin._tools.declared_pool import run_cases
 from op_plugin._tools.declared_report import (
     check_known,
@@ -25,15 +25,34 @@ def test_enumeration_finds_torchairs_declared_cases():
     cases = enumerate_cases()
     ids = [c.case_id for c in cases]
     assert len(ids) == len(set(ids))
-    assert 780 <= len(cases) <= 900, len(cases)  # 824 with TorchAir of torch-npu 2.13.0
+    torchairs = [c for c in cases if "#op_plugin-" not in c.case_id]
+    assert 780 <= len(torchairs) <= 900, len(torchairs)  # 824 with TorchAir of torch-npu 2.13.0
     assert len({c.converter for c in cases}) >= 250
     assert "aten.add.Tensor#1" in ids and "npu.npu_rms_norm.default#1" in ids
     assert all(c.case_id.startswith("aten.add") for c in enumerate_cases(["aten.add"]))
 
 
-def test_inputs_follow_the_specs():
-    from op_plugin._tools.declared_cases import build_inputs
+def test_op_plugins_own_converters_declare_cases_beside_torchairs():
+    """op_plugin's converters (op_plugin/_lowering/registry.py) declare cases in TorchAir's form;
+    they are listed after TorchAir's cases of the same target and run alike."""
+    from op_plugin._lowering.registry import entries
 
+    own = [c for c in enumerate_cases() if "#op_plugin-" in c.case_id]
+    assert len(own) >= 40
+    ops = {target for e in entries() if e.when != "library" for target in e.targets}
+    assert {c.target for c in own} == ops - {torch.sym_max, torch.sym_min}  # sizes: no graph holds them
+    assert [c.case_id for c in enumerate_cases(["aten.eye.m"])] == [f"aten.eye.m#op_plugin-{n}" for n in (1, 2, 3)]
+    gelu = [c.case_id for c in enumerate_cases(["aten.gelu.default#"])]
+    own_gelu = [f"aten.gelu.default#op_plugin-{n}" for n in (1, 2, 3)]
+    assert gelu == ["aten.gelu.default#1", "aten.gelu.default#2", *own_gelu]  # TorchAir's first
+    (_, index, values), _ = build_inputs(enumerate_cases(["aten.index_put.default#op_plugin-1"])[0])
+    assert index[0].tolist() == [0, 2, 4] and index[0].dtype == torch.int64 and values.shape == (3, 4)
+    result = run_case(enumerate_cases(["aten.eye.m#op_plugin-1"])[0])
+    assert result.cls == "pass", result
+    assert "Equal" in result.ge_types and "Eye" not in result.ge_types  # op_plugin's lowering of eye
+
+
+def test_inputs_follow_the_specs():
     case = next(c for c in enumerate_cases(["aten.bernoulli.Tensor#1"]))
     (x, p), _ = build_inputs(case)
     assert x.dtype == p.dtype == torch.float32 and x.shape == p.shape == (4, 16)

@@ -9,8 +9,12 @@ runs the converter's target compiled with `torch.compile(backend="npugraph")` an
 classifies the result (`CLASSES`). One case runs in-process here; `declared_pool` runs many in
 guarded worker processes and `declared_report` summarises them.
 
+op_plugin's own converters (`op_plugin/_lowering/registry.py`) declare cases in the same form
+(`@aten_converter(..., cases=[Support(F32(2, 3))])`); they run alike, against the converters
+installed on the simulator's TorchAir (op_plugin's, where the registry installs them).
+
 A case id is `<target>#<n>`: the converter's target (`aten.add.Tensor`, `operator.neg`) and the
-case's position in its declaration, from 1.
+case's position in its declaration, from 1; op_plugin's cases are `<target>#op_plugin-<n>`.
 
 Deliberate differences from TorchAir's own test: each side gets its own copy of the inputs (an
 in-place op run compiled first would otherwise feed eager the mutated inputs), tensor arguments
@@ -128,28 +132,46 @@ def declared_converters() -> dict:
     return _declare_supported_converters()
 
 
+OWN_CASE = "op_plugin-"  # the case number's prefix in the id of op_plugin's own declared cases
+
+
 def enumerate_cases(prefixes=()) -> list[DeclaredCase]:
-    """Every declared case (plus planted ones) whose id starts with one of `prefixes` (all if none)."""
+    """Every declared case, TorchAir's and op_plugin's (plus planted ones), whose id starts with
+    one of `prefixes` (all if none)."""
+    from .._lowering.registry import declared_cases as own_declared_cases
+
     cases = []
     for target, converter in declared_converters().items():
         name = target_name(target)
         for index, support in enumerate(converter.supported_cases or (), start=1):
             cases.append(DeclaredCase(f"{name}#{index}", target, support))
+    for target, index, support in own_declared_cases():
+        cases.append(DeclaredCase(f"{target_name(target)}#{OWN_CASE}{index}", target, support))
     cases.extend(_planted.values())
-    cases.sort(key=lambda c: (c.converter, int(c.case_id.rsplit("#", 1)[1]) if "#" in c.case_id else 0, c.case_id))
+    cases.sort(key=_case_order)
     if prefixes:
         cases = [c for c in cases if any(c.case_id.startswith(p) for p in prefixes)]
     return cases
 
 
+def _case_order(case: DeclaredCase) -> tuple:
+    """By converter, TorchAir's cases before op_plugin's, each by number."""
+    number = case.case_id.rsplit("#", 1)[1] if "#" in case.case_id else "0"
+    own = number.startswith(OWN_CASE)
+    number = number.removeprefix(OWN_CASE)
+    return case.converter, own, int(number) if number.isdigit() else 0, case.case_id
+
+
 def _as_input(spec):
     from torchair._ge_concrete_graph.supported_declaration import _TypedTensor
+
+    from .._lowering.cases import TypedTensor
 
     if isinstance(spec, (list, tuple)):
         return [_as_input(v) for v in spec]
     if isinstance(spec, str) and re.fullmatch(r"npu(:\d+)?", spec):
         return "cpu"  # the simulator's NPU is the CPU: device="npu" means the host
-    if not isinstance(spec, _TypedTensor):
+    if not isinstance(spec, (_TypedTensor, TypedTensor)):
         return spec
     if spec.value is not None:
         return torch.tensor(spec.value, dtype=spec.dtype)
