@@ -170,3 +170,15 @@ def test_a_scalar_list_of_the_wrong_length_is_refused(graph_builder):
 def test_undeclared_dtypes_are_refused(graph_builder):
     with pytest.raises(Exception, match=r"ForeachExp \(node 'op'\): x\[1\] has dtype int32"):
         run_node(graph_builder, "ForeachExp", [torch.rand(2), torch.ones(2, dtype=I32)], [(F32, [2]), (F32, [2])])
+
+
+@pytest.mark.parametrize("op_type,fn", [("ForeachSqrt", torch.sqrt), ("ForeachNeg", torch.neg),
+                                        ("ForeachReciprocal", torch.reciprocal)])
+def test_unary_types_torchair_has_no_converter_for(graph_builder, op_type, fn):
+    """TorchAir lowers no _foreach_sqrt/neg/reciprocal: the GE types against the torch ops."""
+    x = [torch.rand(2, 3) + 0.5, (torch.rand(4) + 0.5).half()]
+    got = run_named(graph_builder, op_type, _lists(x=x), [(F32, [2, 3]), (F16, [4])])
+    torch.testing.assert_close(got, [fn(x[0]), fn(x[1].float()).half()])
+    if op_type == "ForeachNeg":  # the one of the three whose prototype takes int32
+        (ints,) = run_named(graph_builder, op_type, _lists(x=[torch.arange(-2, 3, dtype=I32)]), [(I32, [5])])
+        assert ints.dtype == I32 and ints.tolist() == [2, 1, 0, -1, -2]
