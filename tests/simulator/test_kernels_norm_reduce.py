@@ -285,3 +285,82 @@ def test_log_softmax_has_no_half_to_float():
     x = _r(2, 3, dtype=F16)
     assert run("LogSoftmaxV2", [x], axes=[-1], half_to_float=True)[0].dtype == F16
     assert run("SoftmaxV2", [x], axes=[-1], half_to_float=True)[0].dtype == F32
+
+
+# ---- reduce.py types no compiled test emits: called directly, against oracles written here --------
+
+def test_arg_max_v2_and_arg_min_dtype_attr():
+    x = torch.randperm(15).float().reshape(3, 5)  # distinct values: no ties
+    dim = torch.tensor([1], dtype=I32)
+    (got,) = run("ArgMaxV2", [x, dim])
+    assert got.dtype == I64 and got.tolist() == [row.index(max(row)) for row in x.tolist()]
+    (got,) = run("ArgMin", [x, dim], dtype=3)  # DT_INT32
+    assert got.dtype == I32 and got.tolist() == [row.index(min(row)) for row in x.tolist()]
+
+
+@pytest.mark.parametrize("op_type,pick", [("ArgMaxWithValue", max), ("ArgMinWithValue", min)])
+@pytest.mark.parametrize("keep_dims", [False, True])
+def test_arg_with_value_gives_int32_indices_then_values(op_type, pick, keep_dims):
+    x = torch.randperm(12).float().reshape(3, 4)
+    indices, values = run(op_type, [x], dimension=0, keep_dims=keep_dims)
+    columns = x.T.tolist()
+    want_values = [pick(c) for c in columns]
+    assert indices.dtype == I32 and list(indices.shape) == ([1, 4] if keep_dims else [4])
+    assert indices.reshape(-1).tolist() == [c.index(v) for c, v in zip(columns, want_values)]
+    assert values.reshape(-1).tolist() == want_values
+
+
+@pytest.mark.parametrize("exclusive,reverse,want", [
+    (False, False, [1, 3, 6, 10]), (True, False, [0, 1, 3, 6]), (False, True, [10, 9, 7, 4]), (True, True, [9, 7, 4, 0]),
+])
+def test_cumsum_exclusive_reverse(exclusive, reverse, want):
+    x = torch.tensor([[1, 2, 3, 4]], dtype=I32)
+    (got,) = run("Cumsum", [x, torch.tensor(1, dtype=I32)], exclusive=exclusive, reverse=reverse)
+    assert got.dtype == I32 and got.tolist() == [want]
+
+
+_BOOLS = torch.tensor([[[True, False], [True, True], [False, False]], [[True, True], [True, True], [False, True]]])
+
+
+@pytest.mark.parametrize("op_type,combine", [("ReduceAll", all), ("ReduceAny", any)])
+@pytest.mark.parametrize("as_attr", [False, True])
+def test_reduce_all_any(op_type, combine, as_attr):
+    axes, rows = [0, 2], _BOOLS.permute(1, 0, 2).reshape(3, 4).tolist()  # dim 1 kept
+    inputs, attrs = ([_BOOLS], {"axes": axes}) if as_attr else ([_BOOLS, torch.tensor(axes)], {})
+    (got,) = run(op_type + ("D" if as_attr else ""), inputs, keep_dims=True, **attrs)
+    assert got.dtype == torch.bool and got.reshape(-1).tolist() == [combine(r) for r in rows]
+    assert list(got.shape) == [1, 3, 1]
+
+
+@pytest.mark.parametrize("op_type,pick", [("ReduceMaxD", max), ("ReduceMin", min), ("ReduceMinD", min)])
+def test_reduce_max_min(op_type, pick):
+    x = torch.randn(2, 3, 4)
+    rows = x.permute(1, 0, 2).reshape(3, 8).tolist()
+    inputs, attrs = ([x], {"axes": [0, -1]}) if op_type.endswith("D") else ([x, torch.tensor([0, -1])], {})
+    (got,) = run(op_type, inputs, **attrs)
+    assert got.tolist() == [pick(r) for r in rows]
+
+
+@pytest.mark.parametrize("op_type", ["ReduceProd", "ReduceProdD"])
+@pytest.mark.parametrize("dtype", [F32, I32])
+def test_reduce_prod(op_type, dtype):
+    x = torch.tensor([[1, -2, 3], [4, 5, -1]]).to(dtype)
+    inputs, attrs = ([x], {"axes": [1]}) if op_type.endswith("D") else ([x, torch.tensor([1])], {})
+    (got,) = run(op_type, inputs, **attrs)
+    assert got.dtype == dtype and got.tolist() == [-6, -20]
+    # an empty axes list reduces nothing (the prototype has no noop_with_empty_axes)
+    inputs = [x] if op_type.endswith("D") else [x, torch.zeros(0, dtype=I64)]
+    assert torch.equal(run(op_type, inputs, **({"axes": []} if attrs else {}))[0], x)
+
+
+def test_reduce_mean_with_cast():
+    x = torch.tensor([[1.0, 2.0, 4.0], [0.5, 0.25, 0.125]]).to(F16)
+    axes = torch.tensor([1])
+    (got,) = run("ReduceMeanWithCast", [x, axes], dtype=0)  # DT_FLOAT: computed in and given as float32
+    assert got.dtype == F32 and torch.equal(got, torch.tensor([7 / 3, 0.875 / 3]))  # exact sums, one rounding
+    (got,) = run("ReduceMeanWithCast", [x, axes], keep_dims=True)  # DT_UNDEFINED: x's dtype
+    assert got.dtype == F16 and torch.equal(got, torch.tensor([[7 / 3], [0.875 / 3]]).to(F16))
+    empty = torch.zeros(0, dtype=I64)
+    assert torch.equal(run("ReduceMeanWithCast", [x, empty], dtype=0)[0], x.float())
+    assert torch.equal(run("ReduceMeanWithCast", [x, empty], noop_with_empty_axes=False)[0],
+                       torch.tensor(x.float().sum().item() / 6).to(F16))

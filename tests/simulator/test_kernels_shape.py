@@ -333,6 +333,105 @@ def test_gather_nd_negative_index_support(graph_builder, negative_ok):
             run_single(graph_builder, "GatherNd", [x, index], [(F32, [2])])
 
 
+# ---- types no compiled test emits: hand-built nodes against torch written independently ---------------
+
+def test_concat_with_the_axis_first(graph_builder):
+    a, b = torch.randn(2, 3), torch.randn(2, 1)
+    g = graph_builder()
+    names = [g.const("dim", torch.tensor(1, dtype=I32)), g.data("a", F32, [2, 3]), g.data("b", F32, [2, 1])]
+    (y,) = g.node("concat", "Concat", names, [(F32, [2, 4])], N=2)
+    _name_inputs_as_torchair_does(g, ["concat_dim", "x0", "x1"])
+    (got,) = execute_graph(g.output([y], [(F32, [2, 4])]), [a, b])
+    assert torch.equal(got[:, :3], a) and torch.equal(got[:, 3:], b)
+
+
+def test_concat_v2_d(graph_builder):
+    a, b = torch.randn(1, 2), torch.randn(3, 2)
+    (got,) = run_single(graph_builder, "ConcatV2D", [a, b], [(F32, [4, 2])], concat_dim=0, N=2)
+    assert torch.equal(got[:1], a) and torch.equal(got[1:], b)
+
+
+def test_fill_d(graph_builder):
+    (got,) = run_single(graph_builder, "FillD", [("const", torch.tensor([2.5]))], [(F32, [2, 3])], dims=[2, 3])
+    assert got.tolist() == [[2.5] * 3] * 2
+
+
+@pytest.mark.parametrize("axis,want_shape", [(1, [2, 12]), (2, [6, 4]), (0, [1, 24])])
+def test_flatten(graph_builder, axis, want_shape):
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    (got,) = run_single(graph_builder, "Flatten", [x], [(F32, want_shape)], axis=axis)
+    assert list(got.shape) == want_shape and got.reshape(-1).tolist() == x.reshape(-1).tolist()
+
+
+def test_gather_elements(graph_builder):
+    x, index = torch.randn(3, 4), torch.tensor([[3, 0], [1, 1], [0, 2]])
+    (got,) = run_single(graph_builder, "GatherElements", [x, index], [(F32, [3, 2])], dim=1)
+    assert got.tolist() == [[x[r, c].item() for c in row] for r, row in enumerate(index.tolist())]
+
+
+def test_gather_v2_d(graph_builder):
+    x, index = torch.randn(5, 3), torch.tensor([[4, 0], [2, 2]], dtype=I32)
+    (got,) = run_single(graph_builder, "GatherV2D", [x, index], [(F32, [2, 2, 3])], axis=0)
+    assert got.tolist() == [[x[i].tolist() for i in row] for row in index.tolist()]
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_one_hot(graph_builder, axis):
+    index = torch.tensor([3, 0, 4], dtype=I32)
+    inputs = [index, ("const", torch.tensor(5, dtype=I32)), ("const", torch.tensor(2.0)), ("const", torch.tensor(-1.0))]
+    want = torch.eye(5)[index.long()] * 3 - 1  # on 2, off -1
+    want = want if axis == -1 else want.T
+    (got,) = run_single(graph_builder, "OneHot", inputs, [(F32, list(want.shape))], axis=axis)
+    assert torch.equal(got, want)
+
+
+def test_rank_size_shape_n(graph_builder):
+    x, y = torch.randn(2, 3, 4), torch.randn(5)
+    (got,) = run_single(graph_builder, "Rank", [x], [(I32, [])])
+    assert got.dtype == I32 and got.item() == 3
+    (got,) = run_single(graph_builder, "Size", [x], [(I32, [])])
+    assert got.dtype == I32 and got.item() == 24
+    (got,) = run_single(graph_builder, "Size", [x], [(I64, [])], dtype=9)  # DT_INT64
+    assert got.dtype == I64 and got.item() == 24
+    got = run_single(graph_builder, "ShapeN", [x, y], [(I32, [3]), (I32, [1])])
+    assert [t.tolist() for t in got] == [[2, 3, 4], [5]]
+
+
+def test_slice(graph_builder):
+    x = torch.arange(20.0).reshape(4, 5)
+    inputs = [x, ("const", torch.tensor([1, 2])), ("const", torch.tensor([2, -1]))]
+    (got,) = run_single(graph_builder, "Slice", inputs, [(F32, [2, 3])])
+    assert got.tolist() == [[7.0, 8.0, 9.0], [12.0, 13.0, 14.0]]
+
+
+def test_split(graph_builder):
+    x = torch.arange(12.0).reshape(6, 2)
+    got = run_single(graph_builder, "Split", [("const", torch.tensor(0, dtype=I32)), x], [(F32, [2, 2])] * 3,
+                     num_split=3)
+    assert [t.tolist() for t in got] == [x[0:2].tolist(), x[2:4].tolist(), x[4:6].tolist()]
+
+
+def test_strided_slice(graph_builder):
+    x = torch.arange(30.0).reshape(6, 5)
+    inputs = [x, ("const", torch.tensor([1, 0])), ("const", torch.tensor([5, 2**63 - 1])), ("const", torch.tensor([2, 2]))]
+    (got,) = run_single(graph_builder, "StridedSlice", inputs, [(F32, [2, 3])])
+    assert got.tolist() == [[5.0, 7.0, 9.0], [15.0, 17.0, 19.0]]
+    with pytest.raises(Exception, match="StridedSlice.*masks"):
+        run_single(graph_builder, "StridedSlice", inputs, [(F32, [2, 3])], shrink_axis_mask=1)
+
+
+def test_tile(graph_builder):
+    x = torch.randn(2, 3)
+    (got,) = run_single(graph_builder, "Tile", [x, ("const", torch.tensor([2, 1]))], [(F32, [4, 3])])
+    assert torch.equal(got, torch.cat([x, x]))
+
+
+def test_transpose_d(graph_builder):
+    x = torch.randn(2, 3, 4)
+    (got,) = run_single(graph_builder, "TransposeD", [x], [(F32, [4, 2, 3])], perm=[2, 0, 1])
+    assert got.is_contiguous() and torch.equal(got, torch.einsum("abc->cab", x))
+
+
 # ---- every prototype attr is read -------------------------------------------------------------------
 
 _MODULES = ("shape", "shape_slice", "shape_creation", "index", "pad_resize", "conv_pool", "pooling")
