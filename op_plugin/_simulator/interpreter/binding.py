@@ -61,11 +61,14 @@ def prototype_of(entry: KernelEntry, op_type: str) -> IrPrototype | None:
         return None
 
 
-def bind(entry: KernelEntry, op, attrs: dict) -> Callable[[list], list]:
+def bind(entry: KernelEntry, op, attrs: dict, data_count: int | None = None) -> Callable[[list], list]:
     """`call(args) -> list` for `entry` on node `op` (decoded `attrs`); raises GeExecutionError
     naming the node when the node cannot be bound (a required attr missing, an input count the
-    prototype does not allow)."""
-    where = f"node {op.name!r} ({op.type})"
+    prototype does not allow). `data_count`: how many data inputs the node has, when its `input`
+    list does not say (a node built by hand for a direct call)."""
+    where = f"node {getattr(op, 'name', '?')!r} ({op.type})"
+    if data_count is None:
+        data_count = sum(1 for text in op.input if not text.endswith(":-1"))
     if entry.legacy:
         fn = entry.fn
         return lambda args: _as_outputs(fn(args, attrs, op), where)
@@ -74,7 +77,7 @@ def bind(entry: KernelEntry, op, attrs: dict) -> Callable[[list], list]:
     if signature.var_keyword:
         if prototype is None:
             raise GeExecutionError(f"{where}: the kernel takes **named inputs but {op.type} has no prototype")
-        return _bind_by_name(entry.fn, prototype, op, attrs, where, signature.wants_node)
+        return _bind_by_name(entry.fn, prototype, op, attrs, where, signature.wants_node, data_count)
     kwargs = {name: _attr_value(name, default, prototype, attrs, where) for name, default in signature.attrs}
     if signature.wants_node:
         kwargs[NODE_PARAMETER] = op
@@ -83,7 +86,7 @@ def bind(entry: KernelEntry, op, attrs: dict) -> Callable[[list], list]:
         fn = _with_rules(fn, entry.rules, signature.inputs)
     if prototype is None or signature.var_positional:
         return lambda args: _as_outputs(fn(*args, **kwargs), where)
-    groups = _input_groups(prototype, op, where)
+    groups = _input_groups(prototype, op, where, data_count)
     if len(groups) != len(signature.inputs):
         raise GeExecutionError(f"{where}: the kernel {entry.fn.__name__} takes {len(signature.inputs)} inputs "
                                f"{list(signature.inputs)} but the prototype declares {len(groups)} "
@@ -94,8 +97,8 @@ def bind(entry: KernelEntry, op, attrs: dict) -> Callable[[list], list]:
     return lambda args: _as_outputs(fn(*_grouped(args, groups), **kwargs), where)
 
 
-def _bind_by_name(fn, prototype: IrPrototype, op, attrs: dict, where: str, wants_node: bool):
-    groups = _input_groups(prototype, op, where)
+def _bind_by_name(fn, prototype: IrPrototype, op, attrs: dict, where: str, wants_node: bool, data_count: int):
+    groups = _input_groups(prototype, op, where, data_count)
     names = [p.name for p in prototype.inputs]
     named_attrs = {}
     for param in prototype.attrs:
@@ -125,21 +128,22 @@ def _attr_value(name: str, kernel_default, prototype: IrPrototype | None, attrs:
     return default
 
 
-def _input_groups(prototype: IrPrototype, op, where: str) -> list:
+def _input_groups(prototype: IrPrototype, op, where: str, data_count: int) -> list:
     """Per prototype input: the index of its arg, a (start, stop) range of a dynamic input's args,
     or None for an optional input past the end of the node's inputs."""
-    names = [desc.name for desc in op.input_desc]
-    data_count = sum(1 for text in op.input if not text.endswith(":-1"))
+    names = [desc.name for desc in getattr(op, "input_desc", ())]
     if len(names) != data_count or not _named_as(prototype, names):
         names = []  # descs not named as TorchAir names them (a hand-built node): group by position
     dynamic = [p for p in prototype.inputs if p.kind is InputKind.DYNAMIC]
     fixed = len(prototype.inputs) - len(dynamic)
     groups, position = [], 0
-    for param in prototype.inputs:
+    for index, param in enumerate(prototype.inputs):
         if param.kind is InputKind.DYNAMIC:
             if names:
+                # the required inputs after this one keep their args, whatever their descs are named
+                limit = data_count - sum(p.kind is InputKind.REQUIRED for p in prototype.inputs[index + 1:])
                 stop = position
-                while stop < len(names) and names[stop] == f"{param.name}{stop - position}":
+                while stop < min(len(names), limit) and names[stop] == f"{param.name}{stop - position}":
                     stop += 1
             elif len(dynamic) == 1:
                 stop = position + max(0, data_count - fixed)

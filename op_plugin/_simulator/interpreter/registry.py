@@ -71,7 +71,7 @@ class KernelEntry:
         """Run on one node's inputs, binding on the spot (tests; plans bind once per node)."""
         from .binding import bind  # pylint: disable=import-outside-toplevel
 
-        return bind(self, node, dict(attrs))(list(inputs))
+        return bind(self, node, dict(attrs), data_count=len(inputs))(list(inputs))
 
 
 _lock = threading.Lock()
