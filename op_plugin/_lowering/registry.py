@@ -20,8 +20,14 @@ converters that name it). It is declared with what it is for, and why in its doc
 
 `@library_converter("transformers::grouped_mm_fallback")` declares a converter of an op a model
 library registers when it is imported, possibly after the first compile: installed (where TorchAir
-does not lower it, as "missing") by the installation or by the first `install_library_converters`
-after the op appears. Decorators stack, one per op with its own cases.
+does not lower it, as "missing") by the installation or by the first refresh after the op appears
+(`install.refresh_library_converters`, at every compile). Decorators stack, one per op with its
+own cases.
+
+Installed, a converter is `fn` with the installation's `TorchAirApi` bound (`ConverterEntry.bind`);
+it records the converter it replaced, so `ta.converter(op)` still finds TorchAir's own (the
+completion of `_native_batch_norm_legit.no_stats` calls TorchAir's functional batch norm, not the
+correction of it).
 
 `cases` are TorchAir-style declared cases (`cases.Support`): `op-plugin declared-cases` runs them
 beside TorchAir's, as `<target>#op_plugin-<n>` (`declared_cases()`).
