@@ -14,7 +14,6 @@ from op_plugin._simulator.interpreter.binding import kernel_signature, prototype
 from op_plugin._simulator.interpreter.kernels import builtin_entries
 
 ENTRIES = builtin_entries()
-NEW_STYLE = sorted(t for t, e in ENTRIES.items() if not e.legacy)
 
 
 def signature_problems(entry, op_type) -> list[str]:
@@ -48,15 +47,9 @@ def signature_problems(entry, op_type) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("op_type", NEW_STYLE)
+@pytest.mark.parametrize("op_type", sorted(ENTRIES))
 def test_kernel_signature_matches_prototype(op_type):
     assert signature_problems(ENTRIES[op_type], op_type) == []
-
-
-@pytest.mark.xfail(strict=True, reason="migration to ge_kernel in progress (issue 22)")
-def test_no_kernel_left_in_the_old_convention():
-    legacy = sorted(t for t, e in ENTRIES.items() if e.legacy)
-    assert not legacy, f"{len(legacy)} kernels still take (inputs, attrs, node): {legacy}"
 
 
 def test_a_forgotten_attr_is_caught():

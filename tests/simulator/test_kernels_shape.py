@@ -4,7 +4,6 @@ values TorchAir never sets; and a check that every prototype attr of the kernels
 convention is read (those in the ge_kernel convention are checked by test_kernel_signatures.py)."""
 from __future__ import annotations
 
-import re
 
 import pytest
 import torch
@@ -430,45 +429,6 @@ def test_transpose_d(graph_builder):
     x = torch.randn(2, 3, 4)
     (got,) = run_single(graph_builder, "TransposeD", [x], [(F32, [4, 2, 3])], perm=[2, 0, 1])
     assert got.is_contiguous() and torch.equal(got, torch.einsum("abc->cab", x))
-
-
-# ---- every prototype attr is read -------------------------------------------------------------------
-
-_MODULES = ("shape", "shape_slice", "shape_creation", "index", "pad_resize", "conv_pool", "pooling")
-
-
-def _prototype_attrs(op_type):
-    from op_plugin._simulator import load_torchair
-
-    load_torchair()
-    import torchair._ge_concrete_graph.auto_generated_ge_raw_ops as raw
-
-    text = getattr(getattr(raw, op_type, None), "__doc__", None) or ""
-    return re.findall(r"\.(?:REQUIRED_)?ATTR\((\w+)", text)
-
-
-def test_every_prototype_attr_is_read_or_declared_unread():
-    """A kernel of these modules still in the old convention names each attr of its prototype in its
-    module source (read, or refused) or declares it in unread_attrs (the Log/base class of bug); a
-    ge_kernel takes its attrs as parameters, which test_kernel_signatures.py checks statically."""
-    import inspect
-
-    from op_plugin._simulator.interpreter.kernels import builtin_entries
-    from op_plugin._simulator.interpreter.registry import builtin_unread_attrs
-
-    missing = []
-    for op_type, entry in builtin_entries().items():
-        kernel = entry.fn
-        module = kernel.__module__.rsplit(".", 1)[-1]
-        if not entry.legacy:
-            continue
-        if module not in _MODULES:
-            continue
-        source = inspect.getsource(inspect.getmodule(kernel))
-        for attr in _prototype_attrs(op_type):
-            if f'"{attr}"' not in source and attr not in builtin_unread_attrs(op_type):
-                missing.append(f"{op_type}.{attr}")
-    assert not missing, missing
 
 
 def _name_inputs_as_torchair_does(g, names):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import keyword
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,31 +26,41 @@ NODE_PARAMETER = "node"
 
 @dataclass(frozen=True)
 class KernelSignature:
-    """What a kernel function declares: input parameters (positional), attr parameters
-    (keyword-only, with their defaults if any), whether it takes `node`, `*rest` or `**named`."""
+    """What a kernel function declares, under GE's names: input parameters (positional), attr
+    parameters (keyword-only: GE name, Python name, default or inspect.Parameter.empty), whether it
+    takes `node`, `*rest` or `**named`."""
 
     inputs: tuple[str, ...]
-    attrs: tuple[tuple[str, object], ...]  # (name, default or inspect.Parameter.empty)
+    attrs: tuple[tuple[str, object], ...]  # (GE name, default or inspect.Parameter.empty)
+    attr_parameters: tuple[tuple[str, str], ...]  # (GE name, the Python parameter it is passed as)
     wants_node: bool
     var_positional: bool
     var_keyword: bool
 
 
+def ge_name(parameter_name: str) -> str:
+    """The GE name a kernel parameter stands for: `else_` is GE's input `else`, a Python keyword."""
+    stem = parameter_name[:-1]
+    return stem if parameter_name.endswith("_") and keyword.iskeyword(stem) else parameter_name
+
+
 @functools.lru_cache(maxsize=None)
 def kernel_signature(fn: Callable) -> KernelSignature:
-    inputs, attrs, wants_node, var_positional, var_keyword = [], [], False, False, False
+    inputs, attrs, passed_as, wants_node, var_positional, var_keyword = [], [], [], False, False, False
     for param in inspect.signature(fn).parameters.values():
+        name = ge_name(param.name)
         if param.name == NODE_PARAMETER and param.kind is param.KEYWORD_ONLY:
             wants_node = True
         elif param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
-            inputs.append(param.name)
+            inputs.append(name)
         elif param.kind is param.VAR_POSITIONAL:
             var_positional = True
         elif param.kind is param.KEYWORD_ONLY:
-            attrs.append((param.name, param.default))
+            attrs.append((name, param.default))
+            passed_as.append((name, param.name))
         else:
             var_keyword = True
-    return KernelSignature(tuple(inputs), tuple(attrs), wants_node, var_positional, var_keyword)
+    return KernelSignature(tuple(inputs), tuple(attrs), tuple(passed_as), wants_node, var_positional, var_keyword)
 
 
 def prototype_of(entry: KernelEntry, op_type: str) -> IrPrototype | None:
@@ -69,16 +80,14 @@ def bind(entry: KernelEntry, op, attrs: dict, data_count: int | None = None) -> 
     where = f"node {getattr(op, 'name', '?')!r} ({op.type})"
     if data_count is None:
         data_count = sum(1 for text in op.input if not text.endswith(":-1"))
-    if entry.legacy:
-        fn = entry.fn
-        return lambda args: _as_outputs(fn(args, attrs, op), where)
     signature = kernel_signature(entry.fn)
     prototype = prototype_of(entry, op.type)
     if signature.var_keyword:
         if prototype is None:
             raise GeExecutionError(f"{where}: the kernel takes **named inputs but {op.type} has no prototype")
         return _bind_by_name(entry.fn, prototype, op, attrs, where, signature.wants_node, data_count)
-    kwargs = {name: _attr_value(name, default, prototype, attrs, where) for name, default in signature.attrs}
+    python_name = dict(signature.attr_parameters)
+    kwargs = {python_name[name]: _attr_value(name, default, prototype, attrs, where) for name, default in signature.attrs}
     if signature.wants_node:
         kwargs[NODE_PARAMETER] = op
     fn = entry.fn
@@ -193,8 +202,8 @@ def _as_outputs(result, where: str) -> list:
 
 def _with_rules(fn, rules, input_names: tuple[str, ...]):
     index = {name: i for i, name in enumerate(input_names)}
-    same = [index[name] for name in rules.one_dtype]
-    accepts = [(index[name], name, dtypes) for name, dtypes in rules.accepts]
+    same = [index[ge_name(name)] for name in rules.one_dtype]
+    accepts = [(index[ge_name(name)], ge_name(name), dtypes) for name, dtypes in rules.accepts]
 
     def checked(*args, **kwargs):
         if same:
@@ -225,4 +234,4 @@ def _short(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-__all__ = ["KernelError", "KernelSignature", "bind", "kernel_signature", "prototype_of", "refuse"]
+__all__ = ["KernelError", "KernelSignature", "bind", "ge_name", "kernel_signature", "prototype_of", "refuse"]

@@ -61,7 +61,6 @@ class KernelEntry:
     prototype: IrPrototype | None = None  # given for custom types; else CANN's built-in one
     layout_only: tuple[tuple[str, str], ...] = ()  # (attr, why it cannot change the CPU result)
     rules: DtypeRules = field(default_factory=DtypeRules)
-    legacy: bool = False  # fn(inputs, attrs, node): the convention being migrated away from
 
     def __repr__(self):
         origin = "built-in kernel" if self.builtin else "kernel"
@@ -141,19 +140,6 @@ def ge_kernel(*op_types: str, layout_only: Mapping[str, str] | None = None, one_
         for op_type in op_types:
             _check_callable(op_type, fn)
             _add_builtin(KernelEntry(op_type, fn, builtin=True, prototype=prototype, layout_only=layout, rules=rules))
-        return fn
-
-    return decorate
-
-
-def builtin_kernel(*op_types: str, unread_attrs: dict[str, str] | None = None):
-    """The old convention, `fn(inputs, attrs, node) -> list`, run through an adapter while the
-    kernels move to `ge_kernel`."""
-    layout = tuple(sorted((unread_attrs or {}).items()))
-
-    def decorate(fn):
-        for op_type in op_types:
-            _add_builtin(KernelEntry(op_type, fn, builtin=True, layout_only=layout, legacy=True))
         return fn
 
     return decorate

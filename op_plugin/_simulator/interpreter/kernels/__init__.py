@@ -11,9 +11,9 @@ for _module in sorted(info.name for info in pkgutil.iter_modules(__path__) if no
     importlib.import_module(f"{__name__}.{_module}")
 
 from ..registry import (  # noqa: E402  (after the kernel modules have registered)
-    builtin_entries, builtin_kernel, builtin_kernels, builtin_op_types, ge_kernel, lookup_kernel,
+    builtin_entries, builtin_kernels, builtin_op_types, ge_kernel, lookup_kernel,
     register_ge_kernel, supported_op_types,
 )
 
-__all__ = ["builtin_entries", "builtin_kernel", "builtin_kernels", "builtin_op_types", "ge_kernel", "lookup_kernel",
+__all__ = ["builtin_entries", "builtin_kernels", "builtin_op_types", "ge_kernel", "lookup_kernel",
            "register_ge_kernel", "supported_op_types"]

@@ -1,8 +1,7 @@
 """Helpers shared by the GE kernels: output buffers, index inputs as ints, dtype checks.
 
 Kernels refuse what they do not implement with `refuse(message)` (from `..registry`); the executor
-names the node. `fail(node, ...)`, `check_dtype(node, ...)` and `same_dtype` serve the old
-`(inputs, attrs, node)` convention until every kernel has moved to `ge_kernel`.
+names the node.
 """
 from __future__ import annotations
 
@@ -39,14 +38,6 @@ def remember_ints(tensor) -> None:
         setattr(tensor, CONST_INTS, tuple(int(v) for v in tensor.reshape(-1).tolist()))
 
 
-def same_dtype(op_type, tensors):
-    """GE does not promote: a kernel whose inputs differ in dtype is given a graph TorchAir would refuse."""
-    dtypes = {t.dtype for t in tensors if t is not None}
-    if len(dtypes) > 1:
-        names = ", ".join(sorted(str(d) for d in dtypes))
-        raise TypeError(f"{op_type} needs inputs of one dtype (GE does not promote), got {names}")
-
-
 def int_list(value) -> list[int]:
     """A GE index input (tensor, scalar tensor, or list) as a list of Python ints."""
     if isinstance(value, torch.Tensor):
@@ -57,18 +48,6 @@ def int_list(value) -> list[int]:
     if isinstance(value, (list, tuple)):
         return [int(v) for v in value]
     return [int(value)]
-
-
-def fail(node, message):
-    """Raise a ValueError naming the node: an attr value the simulator does not implement is refused,
-    never computed as something else."""
-    raise ValueError(f"{node.type} (node {node.name!r}): {message}")
-
-
-def check_dtype(node, what, tensor, allowed):
-    if tensor.dtype not in allowed:
-        names = ", ".join(str(d).replace("torch.", "") for d in allowed)
-        fail(node, f"{what} has dtype {str(tensor.dtype).replace('torch.', '')}; the GE prototype takes {names}")
 
 
 def input_layout(node, index, default):

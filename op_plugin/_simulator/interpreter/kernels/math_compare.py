@@ -8,7 +8,6 @@ bools or bit patterns, never rounded numbers. Each follows its CANN prototype (T
 """
 from __future__ import annotations
 
-import inspect
 
 import torch
 
@@ -92,25 +91,8 @@ def select(condition, x1, x2):
     return torch.where(condition, x1, x2)
 
 
+@ge_kernel("SelectV2", one_dtype=("then", "else_"))
 def select_v2(condition, then, else_):
-    """result = then where condition, else `else` (broadcasting; a 1-D condition is not special)."""
+    """result = then where condition, else `else` (broadcasting; a 1-D condition is not special).
+    `else_` is GE's input `else`, a Python keyword (the binder reads a trailing `_` so)."""
     return torch.where(condition.bool(), then, else_)
-
-
-def _under_ge_names(fn, **ge_names):
-    """`fn`, whose signature names a parameter as GE does where GE's name is a Python keyword
-    (`else_` stands for `else`): the binder and the signature check read `inspect.signature`.
-    inspect.Parameter refuses a keyword as a name, so the renamed parameter is a copy whose name
-    is set after construction."""
-    signature = inspect.signature(fn)
-    parameters = []
-    for parameter in signature.parameters.values():
-        if parameter.name in ge_names:
-            parameter = parameter.replace()
-            parameter._name = ge_names[parameter.name]
-        parameters.append(parameter)
-    fn.__signature__ = signature.replace(parameters=parameters)
-    return fn
-
-
-ge_kernel("SelectV2", one_dtype=("then", "else"))(_under_ge_names(select_v2, else_="else"))
