@@ -2,7 +2,7 @@
 
 Forward: Gelu (CANN's tanh form), GeluV2, Swish, LeakyRelu, Elu, LogSigmoid, PRelu (per-channel
 slope), HardSigmoid (alpha, beta), HardSwish, GLU (dim), SwiGlu (what TorchAir lowers torch_npu's
-npu_swiglu to).
+npu_swiglu to); without attrs, Relu, Relu6, Sigmoid, FastGelu, Softplus, Mish, and ThresholdV2
 Backward: ReluGrad, ThresholdGradV2D, SigmoidGrad, TanhGrad, GeluGrad, GeluGradV2, SwishGrad,
 LeakyReluGrad, EluGradV2, HardtanhGrad, HardSigmoidGrad, HardSwishGrad, LogSigmoidGrad, PReluGrad,
 GLUGrad: formulas from CANN's operator definitions (REG_OP docs, ops-nn ``activation/*_grad``
@@ -294,3 +294,52 @@ def glu_grad(y_grad, x, *, dim):
         refuse(f"y_grad shape {list(y_grad.shape)} must be x's with dim {dim} halved, {list(a.shape)}")
     gate = torch.sigmoid(b)
     return torch.cat([y_grad * gate, y_grad * a * gate * (1 - gate)], dim=dim)
+
+
+# ---- without attrs (Relu, Relu6, Sigmoid, FastGelu, Softplus, Mish) and ThresholdV2 ----------------
+
+@ge_kernel("Relu")
+def relu(x):
+    return torch.relu(x)
+
+
+@ge_kernel("Relu6")
+def relu6(x):
+    return torch.clamp(x, 0, 6)
+
+
+def _in_float32(name, fn):
+    """The kernel of fn, 16-bit floats computed in float32. The result goes back to x's dtype
+    whatever it is (an integer x gives an integer y), which `widen=True` would not do, so it is
+    spelled out."""
+    def kernel(x):
+        return fn(opmath(x)).to(x.dtype)
+
+    kernel.__name__ = kernel.__qualname__ = name
+    return kernel
+
+
+ge_kernel("Sigmoid")(_in_float32("sigmoid", torch.sigmoid))
+ge_kernel("FastGelu")(_in_float32("fast_gelu", lambda x: x * torch.sigmoid(1.702 * x)))
+
+
+# torch refuses integer inputs of these two, so widen= computes exactly what the spelled-out form did.
+@ge_kernel("Softplus", widen=True)
+def softplus(x):
+    return torch.nn.functional.softplus(x)
+
+
+@ge_kernel("Mish", widen=True)
+def mish(x):
+    return torch.nn.functional.mish(x)
+
+
+@ge_kernel("ThresholdV2", accepts={"x": (torch.float16, torch.float32, torch.int8, torch.int32, torch.uint8,
+                                         torch.int64)})
+def threshold_v2(x, threshold, value):
+    """y = x where x > threshold, else value (0 when the optional value input is unfed).
+
+    The comparison is made in float32 for 16-bit floats; the values chosen are x's own and the
+    replacement rounded once to x's dtype (widen= would round a float64 value twice)."""
+    replacement = torch.zeros((), dtype=x.dtype) if value is None else value.to(x.dtype)
+    return torch.where(opmath(x) > threshold.to(opmath(x).dtype), x, replacement)
