@@ -65,9 +65,11 @@ def render_page() -> str:
         "and the simulator's GE executor (`op_plugin/_simulator/interpreter/executor/`) runs the GE graph node",
         "by node on the CPU. A node whose type is not listed here fails with `GE op type 'X' (node ...)",
         "has no CPU kernel in the op_plugin simulator`; add one with",
-        "`op_plugin._simulator.register_ge_kernel('X', fn)`, where `fn(inputs, attrs, node)` returns the",
-        "list of output tensors. Custom GE types of YAML ops (`ge: {type: ...}` that is not a CANN",
-        "built-in) need no kernel here: the executor runs the op's reference kernel for them.",
+        "`op_plugin._simulator.register_ge_kernel('X', fn)`, where `fn` takes the node's inputs by",
+        "position and its attrs as keyword arguments and returns its output tensor(s); built-in kernels",
+        "are bound to their CANN REG_OP prototypes (docs/contributing.md). Custom GE types of YAML ops",
+        "(`ge: {type: ...}` that is not a CANN built-in) need no kernel here: the executor runs the op's",
+        "reference kernel for them.",
         "",
         f"{len(kernels)} built-in op types, plus {len(STRUCTURAL)} graph-structure node types.",
         "",
@@ -79,7 +81,7 @@ def render_page() -> str:
     out += [f"| `{name}` | {_cell(what)} |" for name, what in STRUCTURAL]
     for module_name in sorted(by_module):
         module = importlib.import_module(module_name)
-        short = module_name.rsplit(".", 1)[-1]
+        short = module_name.split(".kernels.", 1)[-1]
         out += ["", f"## `{short}`", "", _cell(_first_line(module.__doc__)), "",
                 "| GE op type | same kernel as | notes |", "|---|---|---|"]
         for op_type in by_module[module_name]:

@@ -2,7 +2,7 @@
 
 Forward: Gelu (CANN's tanh form), GeluV2, Swish, LeakyRelu, Elu, LogSigmoid, PRelu (per-channel
 slope), HardSigmoid (alpha, beta), HardSwish, GLU (dim), SwiGlu (what TorchAir lowers torch_npu's
-npu_swiglu to); without attrs, Relu, Relu6, Sigmoid, FastGelu, Softplus, Mish, and ThresholdV2
+npu_swiglu to); without attrs, Relu, Relu6, Sigmoid, FastGelu, Softplus, Mish; and ThresholdV2.
 Backward: ReluGrad, ThresholdGradV2D, SigmoidGrad, TanhGrad, GeluGrad, GeluGradV2, SwishGrad,
 LeakyReluGrad, EluGradV2, HardtanhGrad, HardSigmoidGrad, HardSwishGrad, LogSigmoidGrad, PReluGrad,
 GLUGrad: formulas from CANN's operator definitions (REG_OP docs, ops-nn ``activation/*_grad``
