@@ -172,9 +172,12 @@ def prepare_host() -> bool:
     ops without an npugraph compile first; returns True. Elsewhere TorchAir is the simulator's,
     which costs seconds to load and only npugraph needs; but code written for an Ascend host calls
     `torch.ops.npu.npu_rms_norm` & co. before any compile (dynamo looks them up while tracing), so
-    the simulator defines those torch_npu ops now (from the unpacked wheel, if installed)."""
+    the simulator defines those torch_npu ops now (from the unpacked wheel, if installed), and
+    makes a distributed process load TorchAir at dynamo's first trace, so TorchAir's collective
+    remaps (dist.broadcast, all_to_all, send/recv) are in place for it as on an Ascend host."""
     if not on_ascend_host():
         _simulator.define_npu_ops()
+        _simulator.load_torchair_before_collectives_trace()
         return False
     import torchair  # shipped inside torch_npu; importable once torch_npu is
 

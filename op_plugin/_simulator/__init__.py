@@ -7,7 +7,8 @@ built-in GE types (`kernels`), the per-op pieces of YAML ops with custom GE type
 (`custom_ops`, the `op_hook` of the lowering), torch_npu's own operators defined from the wheel
 (`npu_ops`, `npu_ops_wheel`, `npu_ops_reference`, `npu_ops_attention`; docs/torch-npu-ops.md),
 the FX shapes recorded during lowering (`fx_meta`), and the containment of TorchAir's torch
-patches (`torchair_patches`) and its contained fixes (`torchair_fixes`).
+patches (`torchair_patches`) and its contained fixes (`torchair_fixes`), and TorchAir's
+collective remaps in place before a distributed process's first trace (`distributed`).
 
 May import: `op_plugin._base`, `_ge`, `_spec`, `_registry`, `_lowering`, torch, TorchAir (the
 unpacked one). Never the backend or the tools. Names below are imported on first use, so
@@ -32,6 +33,7 @@ _EXPORTS = {
     "lowering_hook": ".hosting.custom_ops",
     "builtin_ge_types": ".hosting.builtin_types",
     "define_npu_ops": ".npu.ops",
+    "load_torchair_before_collectives_trace": ".hosting.distributed",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -34,7 +34,11 @@ Process-wide side effects of importing/using TorchAir, and what this module does
   ``npu_define`` and ``npu_inference`` namespaces with Meta kernels and GE converters,
   and additions to ``torch.distributed._functional_collectives.traceable_collective_remaps``
   (all_gather / all_to_all / broadcast / send / recv remaps). -> Left in place: removing
-  them would break TorchAir; none uses the ``npu`` namespace.
+  them would break TorchAir; none uses the ``npu`` namespace. The ``npu_define`` ops those
+  remaps emit get CPU kernels (TorchAir's own NPU ones, plain torch.distributed calls), so
+  ``aot_eager`` still runs them on CPU tensors; and in a distributed process TorchAir is loaded
+  at dynamo's first trace, so the remaps are in place then, as on an Ascend host
+  (``distributed.py``).
 * ``get_npu_backend(...)`` -> ``add_npu_patch`` (once per process, ``torchair/_utils``)
   monkey-patches torch **process-wide**, also for other backends:
     - ``adjust_implicit_decomposition``: drops or replaces the Autograd /
@@ -69,7 +73,7 @@ import threading
 from pathlib import Path
 
 from ..._base.errors import OpPluginError
-from . import fx_meta, install, native_stub, torchair_fixes, torchair_patches
+from . import distributed, fx_meta, install, native_stub, torchair_fixes, torchair_patches
 from ..npu import generator as rng, ops as npu_ops
 
 
@@ -143,6 +147,7 @@ def _import_contained(torchair_parent: Path):
     torchair_patches.install(torchair)  # its process-wide torch patches apply only while it compiles
     torchair_fixes.install(torchair)  # unique node names in O(1): same graphs, linear lowering
     rng.install(torchair)  # random ops: an emulated NPU generator (seed/offset protocol) instead of the CPU one
+    distributed.install_cpu_kernels(torchair)  # its collective npu_define ops run on CPU tensors (aot_eager)
     if "torch_npu" in sys.modules:  # the documented boundary; fail loudly if it ever breaks
         raise RuntimeError("loading the simulator's TorchAir imported torch_npu; the import boundary is broken")
     return torchair

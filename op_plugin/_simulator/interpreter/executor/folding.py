@@ -7,13 +7,17 @@ node, and its kernel is a pure built-in:
 shape arithmetic (Shape/Pack/Range/Fill of sizes), Const reshapes and casts, masks built from
 sizes. TorchAir's dynamic-shape graphs are full of them (86 Pack nodes in a small BERT layer).
 
-Excluded: random kernels (they take the RNG state as inputs and must run each time), custom GE
-types (their reference kernels are the user's code), and any node whose output a ref op (an op
-that writes into one of its inputs) reads, since a cached value must never be written to.
+Excluded: random kernels (they take the RNG state as inputs and must run each time), collectives
+(HcomAllReduce & co. talk to the other ranks: run on one rank only, they would leave its peers
+waiting), custom GE types (their reference kernels are the user's code), and any node whose output
+a ref op (an op that writes into one of its inputs) reads, since a cached value must never be
+written to.
 """
 from __future__ import annotations
 
 import math
+
+from ..collectives import COLLECTIVE_TYPES
 
 _RANDOM_TYPES = frozenset({"StatelessRandomUniformV2", "StatelessRandomNormalV2", "StatelessBernoulli",
                            "StatelessDropOutGenMask", "DropOutDoMask", "StatelessRandperm",
@@ -47,7 +51,7 @@ def foldable_steps(steps, small_data_slots: set[int]) -> set[int]:
     folded = set()
     for position, step in enumerate(steps):
         kernel = step.kernel
-        if kernel is None or step.op.type in _RANDOM_TYPES:
+        if kernel is None or step.op.type in _RANDOM_TYPES or step.op.type in COLLECTIVE_TYPES:
             continue
         if not step.builtin:
             continue

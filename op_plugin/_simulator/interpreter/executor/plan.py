@@ -22,6 +22,10 @@ then a function of the signature. Graphs where that is not so (a data-dependent 
 size no input binds, or no FX record at all) check every node on every call, as does every graph
 when $OP_PLUGIN_CHECK_EVERY_CALL=1. Graph outputs are checked on every call. No graph output shares memory with an input,
 another output or a Const the plan keeps: GE gives each output its own buffer.
+
+Collectives (HcomAllReduce & co., `..collectives`) run on every call, never folded; on a plan's first
+run each one is preceded by the agreement of its group's ranks (`collectives.agree`), so a
+rank-divergent graph fails naming the node instead of hanging.
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ from ...._ge.graph import ControlRef, parse_input, topological_order
 from ...._ge.values import decode_attrs, decode_tensor_def, ge_dtype_to_torch
 from ..kernels import lookup_kernel
 from ..kernels.common import VIEWS_ALLOWED, remember_ints
+from .. import collectives
 from ..binding import bind
 from ..errors import KernelError
-from .checks import GeExecutionError, check_output, check_tensor, output_check
+from .checks import GeExecutionError, check_output, output_check
 from .folding import foldable_steps, is_ref_op, small_integer_data
 from .fx_shapes import FxShapes, check_fx_shape
 
@@ -49,7 +54,7 @@ class _Step:
     run's value list it reads its inputs and writes its outputs."""
 
     __slots__ = ("op", "inputs", "attrs", "kernel", "builtin", "const", "checks", "fx_shapes",
-                 "arg_slots", "out_slots", "free_after", "folded")
+                 "arg_slots", "out_slots", "free_after", "folded", "collective")
 
     def __init__(self, op, inputs, attrs):
         self.op = op
@@ -65,6 +70,7 @@ class _Step:
         self.out_slots = ()  # (output index, slot) for each output some node reads
         self.free_after = ()  # slots whose last reader is this node: dropped once it has run
         self.folded = False  # outputs fixed by the input signature: computed once per signature
+        self.collective = op.type in collectives.GROUP_COLLECTIVES  # its group's ranks agree on it first
 
 
 _UNFED = 0  # slot 0 always holds None
@@ -133,6 +139,8 @@ class GraphPlan:
         self._prepare_outputs()
         # Signatures whose first call ran every node check; None: check every call.
         self._verified = None if self._check_every_call() else collections.OrderedDict()
+        # Until a run completes, each collective waits for its group's ranks to agree on it.
+        self._agreement_pending = any(step.collective for step in self._kernel_steps)
 
     def _check_every_call(self) -> bool:
         if os.environ.get("OP_PLUGIN_CHECK_EVERY_CALL") == "1" or self.fx is None:
@@ -250,8 +258,12 @@ class GraphPlan:
         """Every kernel, every node check; the outputs of folded nodes go to `folded_values`."""
         resolver = self.fx.resolver(inputs) if self.fx is not None else None
         observer = _observers[-1] if _observers else None
+        agree = self._agreement_pending
         for step in self._kernel_steps:
-            outputs = _run_kernel(step, [values[slot] for slot in step.arg_slots], resolver)
+            args = [values[slot] for slot in step.arg_slots]
+            if agree and step.collective:
+                collectives.agree(step.op, step.attrs, args)
+            outputs = _run_kernel(step, args, resolver)
             for index, slot in step.out_slots:
                 if index >= len(outputs):
                     raise GeExecutionError(f"a node reads {step.op.name}:{index}, which that node does not produce "
@@ -264,6 +276,7 @@ class GraphPlan:
                 values[slot] = None
             if observer is not None:
                 observer(self, step.op, outputs)
+        self._agreement_pending = False
 
     def _run_verified(self, values: list) -> None:
         """A call whose signature's first call passed every node check: the unfolded kernels only

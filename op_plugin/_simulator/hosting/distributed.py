@@ -1,0 +1,98 @@
+"""Distributed code traced on a CPU host as on an Ascend host.
+
+TorchAir, when imported, adds traceable-collective remaps to torch
+(`torchair/_utils/adjust_traceable_collective_remaps.py`): `dist.broadcast`, `dist.all_to_all`,
+`dist.send` and `dist.recv` in compiled code become its `npu_define` ops, which it lowers to
+HcomBroadcast, HcomAllToAllV, HcomSend and HcomReceive. On an Ascend host `import op_plugin` imports
+TorchAir, so the remaps are in place before dynamo traces anything. The simulator imports TorchAir
+only at the first npugraph compile, after dynamo has traced that frame: there dynamo graph-breaks on
+those calls (with fullgraph=True it fails: "Attempted to call function marked as skipped").
+
+`load_torchair_before_collectives_trace()` (called by `import op_plugin` on a CPU host) closes that
+gap without loading TorchAir in processes that never need it: the remap table dynamo consults
+(`torch.distributed._functional_collectives.traceable_collective_remaps`, read by dynamo at trace
+time) becomes a dict that, the first time dynamo looks a function up in it while
+torch.distributed is initialized, loads the simulator's TorchAir, whose import adds its remaps to
+that same dict before the lookup is answered. A process without an initialized process group never
+pays for it; one with it loads TorchAir at its first trace (as an Ascend host does at import).
+
+`install_cpu_kernels(torchair)` (called by the loader) gives TorchAir's `npu_define` collective ops
+the CPU kernels of their NPU ones: TorchAir registers them for PrivateUse1 only, as plain
+torch.distributed calls, so once its remaps are in place on a CPU host, `aot_eager` (and npugraph's
+mode 'aclgraph', which runs it on a CPU host) would otherwise fail on `dist.broadcast` with "Could
+not run 'npu_define::broadcast' with arguments from the 'CPU' backend".
+"""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+_lock = threading.Lock()
+_settled = False  # TorchAir is loaded, or cannot be: the remap table is a plain lookup again
+
+# TorchAir module -> (npu_define op, its Python kernel for PrivateUse1): the ops its remaps emit.
+_NPU_DEFINE_KERNELS = {
+    "torchair._ge_concrete_graph.ge_converter.experimental.hcom_broadcast": (("broadcast", "broadcast_npu"),),
+    "torchair._ge_concrete_graph.ge_converter.experimental.hcom_alltoall": (
+        ("all_to_all_single_npu", "npu_all_to_all_single_npu"),),
+    "torchair._ge_concrete_graph.ge_converter.experimental.hcom_send_recv": (("_send", "send_npu"),
+                                                                             ("_recv", "recv_npu")),
+}
+
+
+class _RemapsLoadingTorchAir(dict):
+    """torch's traceable-collective remap table, which loads the simulator's TorchAir (and so its
+    remaps) on the first lookup made while torch.distributed is initialized."""
+
+    def __contains__(self, key) -> bool:
+        if not _settled:
+            _load_if_distributed()
+        return super().__contains__(key)
+
+
+def _load_if_distributed() -> None:
+    global _settled
+    if not torch.distributed.is_available() or not torch.distributed.is_initialized():
+        return
+    with _lock:
+        if _settled:
+            return
+        _settled = True
+        from . import install, loader  # pylint: disable=import-outside-toplevel
+
+        if install.missing_parts(install.simulator_dir()):
+            return  # an npugraph compile says how to install it; other backends are not held up
+        try:
+            loader.load_torchair()
+        except Exception:  # noqa: BLE001  (an npugraph compile reports it; other backends trace on)
+            return
+
+
+def load_torchair_before_collectives_trace() -> None:
+    """Make dynamo's remap table load TorchAir's remaps at the first trace of a distributed process."""
+    if not torch.distributed.is_available():
+        return
+    from torch.distributed import _functional_collectives as funcol  # pylint: disable=import-outside-toplevel
+
+    if not isinstance(funcol.traceable_collective_remaps, _RemapsLoadingTorchAir):
+        funcol.traceable_collective_remaps = _RemapsLoadingTorchAir(funcol.traceable_collective_remaps)
+
+
+def install_cpu_kernels(torchair) -> None:
+    """Register TorchAir's NPU kernels of its collective `npu_define` ops for CPU tensors too (idempotent)."""
+    del torchair
+    import importlib  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    for module_name, ops in _NPU_DEFINE_KERNELS.items():
+        module = sys.modules.get(module_name) or importlib.import_module(module_name)
+        library = getattr(module, "npu_define_lib", None)
+        for op_name, kernel_name in ops:
+            kernel = getattr(module, kernel_name, None)
+            op = getattr(torch.ops.npu_define, op_name, None)
+            if library is None or kernel is None or op is None:
+                continue  # defined by someone else first (TorchAir then skips its own definition)
+            if torch._C._dispatch_has_kernel_for_dispatch_key(op.default.name(), "CPU"):  # pylint: disable=protected-access
+                continue
+            library.impl(op_name, kernel, "CPU")
