@@ -146,7 +146,7 @@ def ge_kernel(*op_types: str, layout_only: Mapping[str, str] | None = None, one_
 
 
 def lookup_kernel(op_type: str) -> KernelEntry | None:
-    """The active kernel of `op_type` (callable as `entry(inputs, attrs, node)`), or None."""
+    """The active kernel of `op_type` (callable as `entry(inputs, attrs, node)`: bound on the spot, for tests), or None."""
     with _lock:
         stack = _kernels.get(op_type)
         return stack[-1] if stack else None
@@ -169,7 +169,7 @@ def builtin_kernels() -> dict[str, Callable]:
     return {op_type: entry.fn for op_type, entry in builtin_entries().items()}
 
 
-def builtin_unread_attrs(op_type: str) -> dict[str, str]:
+def builtin_layout_only_attrs(op_type: str) -> dict[str, str]:
     """The attrs the built-in kernel of `op_type` declares layout-only, with the reasons."""
     entry = builtin_entries().get(op_type)
     return dict(entry.layout_only) if entry else {}

@@ -1,7 +1,7 @@
 """CPU reference kernels of torch_npu's attention ops (CPU dispatch key): ``npu_fusion_attention``
 (forward), ``npu_prompt_flash_attention`` and ``npu_incre_flash_attention`` (inference).
 
-The inference ops follow their torch_npu docs with the math of ``kernels/attention.py``
+The inference ops follow their torch_npu docs with the math of ``interpreter/kernels/transformer/attention.py``
 (PromptFlashAttention, IncreFlashAttention): layouts BSH, BSND, BNSD (and BNSD_BSND for the prompt
 op), GQA through ``num_key_value_heads`` (0 = as many as the query), masks (bool/int8/uint8;
 sparse_mode 0-4 for the prompt op, whose mode 0 applies the pre_tokens/next_tokens band with a
@@ -14,7 +14,7 @@ internal precision only (the CPU computes in float32 either way).
 ``npu_fusion_attention``:
 
 Semantics from its torch_npu documentation (the wheel's ``_op_plugin_docs.py``): the masked,
-scaled softmax attention of ``kernels/attention.py`` (the same CANN definition FlashAttentionScore
+scaled softmax attention of ``interpreter/kernels/transformer/attention.py`` (the same CANN definition FlashAttentionScore
 implements; layouts BSH, SBH, BSND, BNSD; masks and sparse_mode 0-4; GQA). Returns
 ``(attention_out, softmax_max, softmax_sum, softmax_out, seed, offset, numels)`` like torch_npu:
 softmax_max/sum are float32 ``[B, N, Sq, 8]``, softmax_out is empty (reserved), and with
@@ -87,7 +87,7 @@ def npu_prompt_flash_attention(query, key, value, *, padding_mask=None, atten_ma
                                quant_scale2=None, quant_offset2=None, num_heads=1, scale_value=1.0,
                                pre_tokens=2147483647, next_tokens=0, input_layout="BSH", num_key_value_heads=0,
                                actual_seq_lengths_kv=None, sparse_mode=0):
-    """torch_npu's full-sequence inference attention (PromptFlashAttention); see kernels/attention.py."""
+    """torch_npu's full-sequence inference attention (PromptFlashAttention); see interpreter/kernels/transformer/attention.py."""
     from ..interpreter.kernels.transformer import attention as core
 
     op = "npu::npu_prompt_flash_attention"
@@ -108,7 +108,7 @@ def npu_incre_flash_attention(query, key, value, *, padding_mask=None, atten_mas
                               dequant_scale1=None, quant_scale1=None, dequant_scale2=None, quant_scale2=None,
                               quant_offset2=None, kv_padding_size=None, num_heads=1, scale_value=1.0,
                               input_layout="BSH", num_key_value_heads=0, block_size=0, inner_precise=1):
-    """torch_npu's decode attention (IncreFlashAttention); see kernels/attention.py."""
+    """torch_npu's decode attention (IncreFlashAttention); see interpreter/kernels/transformer/attention.py."""
     from ..interpreter.kernels.transformer import attention as core
 
     op = "npu::npu_incre_flash_attention"
