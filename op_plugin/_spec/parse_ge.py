@@ -2,16 +2,21 @@
 against the schema) and `aclnn:` (the eager NPU kernel's aclnn API and library)."""
 from __future__ import annotations
 
+import math
 import re
 
 from typing import Any
 
 from .._ge.ir import AttrType, InputKind
+from .cann_names import MAX_GE_TYPE_LENGTH, RESERVED_GE_TYPES
 from .model import GE_ATTR_TYPES, AclnnSpec, GeAttr, GeInput, GeSpec, default_ge_type
 from .op_parser import IDENTIFIER, OpParser
 from .schema import ArgKind, Schema
 
 _GE_TYPE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+# A GE Float attr is a C float (REG_OP's OpFloat, TorchAir's ge.attr.Float): float32.
+FLOAT32_MAX = 3.4028234663852886e38
 _ACLNN_FUNCTION = re.compile(r"^aclnn[A-Z][A-Za-z0-9]*$")
 _LIBRARY = re.compile(r"^[^\x00\n]*\.so(\.[0-9]+)*$")
 
@@ -40,8 +45,7 @@ def parse_ge(p: OpParser, schema: Schema, raw: Any) -> GeSpec:
         if key not in ("type", "inputs", "attrs", "outputs"):
             raise p.fail(("ge", key), f"ge.{key}", f"unknown field '{key}'; allowed: type, inputs, attrs, outputs")
     ge_type = raw.get("type", default_ge_type(schema.name))
-    if not isinstance(ge_type, str) or not _GE_TYPE.match(ge_type):
-        raise p.fail(("ge", "type"), "ge.type", f"'{ge_type}' is not a GE op type (CamelCase identifier)")
+    _check_ge_type(p, ge_type)
     inputs = _parse_ge_inputs(p, schema, raw.get("inputs"))
     attrs = _parse_ge_attrs(p, schema, raw.get("attrs"))
     # An aliased return (in-place op) is a GE "ref" output: it has the name of the mutated input.
@@ -66,6 +70,24 @@ def parse_ge(p: OpParser, schema: Schema, raw: Any) -> GeSpec:
     _check_unique(p, names)
     _check_dynamic_expansion(p, inputs, names)
     return GeSpec(ge_type, inputs, attrs, tuple(outputs))
+
+
+def _check_ge_type(p: OpParser, ge_type: Any) -> None:
+    """A GE type becomes a C++ class name (`REG_OP(Type)` in namespace ge::op) and a file name."""
+    if not isinstance(ge_type, str) or not _GE_TYPE.match(ge_type):
+        raise p.fail(("ge", "type"), "ge.type", f"{_short(ge_type)} is not a GE op type (CamelCase identifier)")
+    if len(ge_type) > MAX_GE_TYPE_LENGTH:
+        raise p.fail(("ge", "type"), "ge.type", f"the GE op type {_short(ge_type)} has {len(ge_type)} characters; "
+                     f"at most {MAX_GE_TYPE_LENGTH} (it names the generated files)")
+    if ge_type in RESERVED_GE_TYPES:
+        raise p.fail(("ge", "type"), "ge.type", f"'{ge_type}' is a name the CANN graph headers (or the C and C++ "
+                     "headers they include) already use, as a class, function or macro; REG_OP(" + ge_type + ") "
+                     "would not compile. Choose another `ge.type`")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 4] + "...'"
 
 
 def _check_dynamic_expansion(p: OpParser, inputs: tuple[GeInput, ...], names: list[tuple[str, tuple, str]]) -> None:
@@ -106,13 +128,17 @@ def _mapping_pairs(p: OpParser, raw: Any, field: str, default_args) -> list[tupl
 def _parse_ge_inputs(p: OpParser, schema: Schema, raw: Any) -> tuple[GeInput, ...]:
     result = []
     for ge_name, arg_name, sub in _mapping_pairs(p, raw, "inputs", schema.tensor_args):
+        if not isinstance(ge_name, str) or not IDENTIFIER.match(ge_name):
+            # the name is written into generated C++ (REG_OP, infer functions) and msOpGen JSON
+            raise p.fail(sub, "ge.inputs", f"{_short(ge_name)} is not a valid GE input name (a C identifier: "
+                         "letters, digits and _, not starting with a digit)")
         arg = schema.arg(arg_name) if isinstance(arg_name, str) else None
         if arg is None or not arg.kind.is_tensor:
             what = "not an argument of the op" if arg is None else f"of type {arg.kind.value}, not a tensor (GE attrs go in ge.attrs)"
             raise p.fail(sub, "ge.inputs", f"'{arg_name}' is {what}")
         kind = {ArgKind.OPTIONAL_TENSOR: InputKind.OPTIONAL, ArgKind.TENSOR_LIST: InputKind.DYNAMIC}.get(
             arg.kind, InputKind.REQUIRED)
-        result.append(GeInput(str(ge_name), arg_name, kind))
+        result.append(GeInput(ge_name, arg_name, kind))
     missing = [a.name for a in schema.tensor_args if a.name not in {i.arg for i in result}]
     if missing:
         raise p.fail(("ge", "inputs"), "ge.inputs", f"tensor argument(s) {', '.join(missing)} are not mapped to a GE input")
@@ -134,7 +160,7 @@ def _parse_ge_attrs(p: OpParser, schema: Schema, raw: Any) -> tuple[GeAttr, ...]
     result = []
     for ge_name, source, sub in _mapping_pairs(p, raw, "attrs", schema.non_tensor_args):
         if not isinstance(ge_name, str) or not IDENTIFIER.match(ge_name):
-            raise p.fail(sub, "ge.attrs", f"'{ge_name}' is not a valid GE attr name")
+            raise p.fail(sub, "ge.attrs", f"{_short(ge_name)} is not a valid GE attr name")
         if isinstance(source, dict):
             result.append(_parse_special_attr(p, schema, sub, ge_name, source))
             continue
@@ -150,6 +176,9 @@ def _parse_ge_attrs(p: OpParser, schema: Schema, raw: Any) -> tuple[GeAttr, ...]
         if value_type is None:
             raise p.fail(sub, "ge.attrs", f"argument '{source}' is of type {arg.kind.value}; GE attrs take "
                          "int, float, bool, str, int[], float[], bool[], ScalarType or Scalar arguments")
+        problem = _value_problem(value_type, _schema_default(schema, source))
+        if problem:
+            raise p.fail(sub, "ge.attrs", f"argument '{source}' defaults to {problem}")
         result.append(GeAttr(ge_name, value_type, arg=source))
     mapped = {a.arg for a in result}
     for arg in schema.non_tensor_args:
@@ -164,8 +193,11 @@ def _parse_special_attr(p: OpParser, schema: Schema, sub: tuple, ge_name: str, s
     if set(source) == {"value"}:
         value_type = _const_attr_type(source["value"])
         if value_type is None:
-            raise p.fail(sub, "ge.attrs", f"constant {source['value']!r} for '{ge_name}' must be a bool, int, float, "
-                         "str or a non-empty list of one of bool/int/float")
+            raise p.fail(sub, "ge.attrs", f"constant {_short(source['value'])} for '{ge_name}' must be a bool, int, "
+                         "float, str or a non-empty list of one of bool/int/float")
+        problem = _value_problem(value_type, source["value"])
+        if problem:
+            raise p.fail(sub, "ge.attrs", f"constant for '{ge_name}': {problem}")
         return GeAttr(ge_name, value_type, const=source["value"])
     if set(source) == {"len"}:
         arg = schema.arg(source["len"]) if isinstance(source["len"], str) else None
@@ -174,6 +206,32 @@ def _parse_special_attr(p: OpParser, schema: Schema, sub: tuple, ge_name: str, s
         return GeAttr(ge_name, AttrType.INT, length_of=source["len"])
     raise p.fail(sub, "ge.attrs", f"attr '{ge_name}' must be an argument name, {{value: <constant>}} "
                  "or {len: <Tensor[] argument>}")
+
+
+def _schema_default(schema: Schema, name: str) -> Any:
+    for argument in schema.torch_schema.arguments:
+        if argument.name == name:
+            return argument.default_value
+    return None
+
+
+def _value_problem(value_type: AttrType, value: Any) -> str | None:
+    """Why a GE attr of `value_type` cannot hold `value` (a constant or a schema default), or None.
+
+    GE attrs are int64 (Int), float32 (Float) and C strings (String): a value outside them would
+    change on its way into the GE graph or the generated prototype."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if value_type in (AttrType.INT, AttrType.LIST_INT) and type(item) is int and not INT64_MIN <= item <= INT64_MAX:
+            return f"{_short(item)}, which does not fit a GE Int attr (int64: {INT64_MIN} to {INT64_MAX})"
+        if (value_type in (AttrType.FLOAT, AttrType.LIST_FLOAT) and isinstance(item, (int, float))
+                and not isinstance(item, bool) and math.isfinite(item) and abs(item) > FLOAT32_MAX):
+            return (f"{_short(item)}, which does not fit a GE Float attr (float32: at most {FLOAT32_MAX:.8g} in "
+                    "magnitude; GE would receive inf)")
+        if value_type is AttrType.STRING and isinstance(item, str) and "\0" in item:
+            return (f"{_short(item)}, which contains a NUL character; GE string attrs are C strings and would "
+                    "end there")
+    return None
 
 
 def _check_unique(p: OpParser, names: list[tuple[str, tuple, str]]) -> None:

@@ -83,6 +83,7 @@ def compile_size_expr(text: str, schema: Schema) -> SizeExpr:
 # has, whose symbolic forms sympy must simplify on every dynamic-shape compile (15 of them took 27 s).
 MAX_NODES = 120
 MAX_NONLINEAR = 8
+MAX_LITERAL = (1 << 63) - 1
 
 
 def _check_cost(tree: ast.AST, text: str) -> None:
@@ -136,6 +137,8 @@ class _Compiler:
         if type(node.value) is not int:
             raise self.fail(node, "only integer literals are allowed")
         value = node.value
+        if value > MAX_LITERAL:  # a size is an int64 in GE and in the generated infer functions
+            raise self.fail(node, f"the integer literal is larger than {MAX_LITERAL} (sizes are int64)")
         return _T.INT, lambda a: value
 
     def _Attribute(self, node: ast.Attribute):
