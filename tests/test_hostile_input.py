@@ -3,6 +3,8 @@ nesting and alias bombs, validator gaps, run-time size failures, huge sample ran
 that could blow up run in a child with a memory cap and a hang guard (not a speed assertion)."""
 from __future__ import annotations
 
+import os
+import re
 import resource
 import subprocess
 import sys
@@ -116,3 +118,55 @@ def test_unique_sample_from_a_huge_range_stays_small(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                             preexec_fn=_capped)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-1000:]
+
+
+# ---------------------------------------------------------------- the YAML file itself (issue 26)
+
+def test_a_device_is_refused_without_reading_it(tmp_path):
+    """/dev/zero has size 0 to `stat` and never ends: the bound is on what is read."""
+    result = _validate(Path("/dev/zero"))
+    assert result.returncode == 1, (result.returncode, result.stderr[-500:])
+    assert "error: /dev/zero:1: the path is a device, not a regular file" in result.stderr
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "ops.yaml"
+    os.mkfifo(fifo)
+    result = subprocess.run([CLI, "validate", str(fifo)], capture_output=True, text=True, timeout=120,
+                            preexec_fn=_capped)
+    assert result.returncode == 1 and f"{fifo}:1: the path is a FIFO (named pipe), not a regular file" in result.stderr
+
+
+def test_a_file_larger_than_stat_said_is_still_bounded(tmp_path, monkeypatch):
+    """A file growing between `stat` and the read: the bound holds on the bytes read."""
+    path = tmp_path / "grows.yaml"
+    path.write_bytes(b"ops: []\n" + b"#" * (5 * 1024 * 1024) + b"\n")
+    small = os.stat_result((0o100644, 0, 0, 1, 0, 0, 100, 0, 0, 0))
+    real_stat = Path.stat
+    monkeypatch.setattr(Path, "stat", lambda self, **kw: small if self == path else real_stat(self, **kw))
+    with pytest.raises(op_plugin.YamlSpecError, match=r"grows.yaml:1: the file has more than 4194304 bytes"):
+        op_plugin.load_yaml(path)
+
+
+# ---------------------------------------------------------------- TorchAir's dump_step (issue 26)
+
+def test_a_huge_dump_step_range_stays_a_range():
+    """dump_step "0-4000000000" once became a set of four billion numbers."""
+    code = textwrap.dedent("""
+        from op_plugin._simulator.hosting.data_dump import parse_steps
+        steps = parse_steps("0-4000000000|4000000005|7-9")
+        assert 0 in steps and 3999999999 in steps and 4000000000 in steps and 4000000005 in steps
+        assert 4000000001 not in steps and -1 not in steps
+        print("ok")
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)))
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-1000:]
+
+
+@pytest.mark.parametrize("text", ["a", "3-1", "1-", "-2", "1-2-3"])
+def test_a_malformed_dump_step_names_the_part(text):
+    from op_plugin._simulator.hosting.data_dump import parse_steps
+
+    with pytest.raises(ValueError, match=rf"dump_step .*{re.escape(repr(text.split('|')[0]))} is not a step"):
+        parse_steps(text)

@@ -7,6 +7,8 @@ constructs scalars.
 """
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,16 +45,44 @@ class LocatedDocument:
 def read_located(path: str | Path) -> LocatedDocument:
     file = str(path)
     try:
-        size = Path(path).stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise YamlSpecError(Location(file, 1), f"the file has {size} bytes; op YAML files are limited to "
-                                f"{MAX_FILE_BYTES} bytes")
-        text = Path(path).read_text(encoding="utf-8")
+        raw = _read_bounded(file)
+        text = raw.decode("utf-8")
     except OSError as exc:
         raise YamlSpecError(Location(file, 1), f"cannot read the file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise YamlSpecError(Location(file, 1), f"the file is not UTF-8 text: {exc.reason}") from None
     return parse_located(text, file)
+
+
+def _read_bounded(file: str) -> bytes:
+    """The file's bytes, refusing more than MAX_FILE_BYTES by what is read, not by what `stat`
+    said before (a file may grow in between), and refusing anything but a regular file: a FIFO
+    would block the open or the read until some writer came, a device such as /dev/zero never ends.
+    The open does not block (O_NONBLOCK); the check is made on the opened file itself."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(file, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket or other special file")
+            raise YamlSpecError(Location(file, 1), f"the path is {kind}, not a regular file; op YAML files are read "
+                                "from regular files")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_FILE_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > MAX_FILE_BYTES:
+        raise YamlSpecError(Location(file, 1), f"the file has more than {MAX_FILE_BYTES} bytes; op YAML files are "
+                            f"limited to {MAX_FILE_BYTES} bytes")
+    return b"".join(chunks)
 
 
 def parse_located(text: str, file: str = "<string>") -> LocatedDocument:

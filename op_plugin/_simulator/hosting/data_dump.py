@@ -24,6 +24,7 @@ nodes and the decoded value of Const nodes.
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import itertools
 import os
@@ -38,10 +39,24 @@ from ..._ge.values import decode_attr
 
 
 @dataclass(frozen=True)
+class StepRanges:
+    """GE's dumpStep as the ranges it names, sorted and merged: membership costs a search, never
+    a set of every step ("0-4000000000" is one range, not four billion numbers)."""
+
+    ranges: tuple[tuple[int, int], ...]   # (first, last), inclusive, disjoint, ascending
+
+    def __contains__(self, step: object) -> bool:
+        if not isinstance(step, int):
+            return False
+        index = bisect.bisect_right(self.ranges, (step, float("inf"))) - 1
+        return index >= 0 and self.ranges[index][0] <= step <= self.ranges[index][1]
+
+
+@dataclass(frozen=True)
 class DumpSettings:
     path: str
     mode: str                       # "input", "output" or "all"
-    steps: frozenset | None         # None: every step
+    steps: StepRanges | None        # None: every step
     layers: frozenset | None        # None: every op
     data: str                       # "tensor" (written) or "stats" (refused)
 
@@ -49,19 +64,31 @@ class DumpSettings:
 _settings: DumpSettings | None = None
 _run_stamp: str | None = None
 _model_ids = itertools.count()
+_STEP_PART = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
 
-def parse_steps(text: str) -> frozenset | None:
-    """GE's dumpStep: "0|3|5-7" -> {0, 3, 5, 6, 7}; empty -> None (all steps)."""
+def parse_steps(text: str) -> StepRanges | None:
+    """GE's dumpStep: "0|3|5-7" -> the ranges (0, 0), (3, 3), (5, 7); empty -> None (all steps).
+    A part that is not N or N-M (N <= M) is a ValueError naming it."""
     if not text:
         return None
-    steps = set()
+    ranges = []
     for part in text.split("|"):
         if not part:
             continue
-        low, _, high = part.partition("-")
-        steps.update(range(int(low), int(high or low) + 1))
-    return frozenset(steps)
+        match = _STEP_PART.match(part)
+        if match is None or (match.group(2) is not None and int(match.group(2)) < int(match.group(1))):
+            raise ValueError(f"dump_step {text!r}: {part!r} is not a step N or a range N-M with N <= M "
+                             "(steps are separated by |)")
+        low = int(match.group(1))
+        ranges.append((low, int(match.group(2) or low)))
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+        else:
+            merged.append((low, high))
+    return StepRanges(tuple(merged))
 
 
 def configure(options: dict) -> None:
