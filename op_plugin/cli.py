@@ -175,37 +175,48 @@ def _msopgen(args) -> int:
               file=log)
     for note in result.notes:
         print(f"note: {note}", file=log)
+    for _, message in result.errors:  # one op's problem never stops the others; each is named
+        print(f"error: {message}", file=sys.stderr)
+    status = 1 if result.errors else 0
     if args.out is None:
         print(dumps(result.ops))
-        return 0
-    for spec, path in zip(result.sources, write_jsons(result, args.out)):
+        return status
+    try:
+        paths = write_jsons(result, args.out)
+    except OSError as exc:
+        print(f"error: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    for spec, path in zip(result.sources, paths):
         print(f"wrote {path}: {spec.ge.type} for {spec.qualname}\n"
               f"    msopgen gen -i {path} -f pytorch -c ai_core-<soc_version> -lan cpp -out ./{spec.ge.type}")
-    if not result.ops:
+    if not result.ops and not result.errors:
         print("no custom GE ops: nothing to generate")
-    return 0
+    return status
 
 
 def _opproto(args) -> int:
-    from ._tools.opproto import OpProtoError, opproto_sources, write_sources
+    from ._tools.opproto import opproto_sources, write_sources
 
     specs = _parse_files(args.files)
     if specs is None:
         return 1
-    try:
-        result = opproto_sources(specs)
-    except (OpProtoError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    result = opproto_sources(specs)
     for spec, ge_type in result.builtin:
         print(f"skip {spec.qualname}: GE type {ge_type} is a CANN built-in op; CANN ships its prototype")
     for spec in result.no_ge:
         print(f"skip {spec.qualname}: no `ge:` mapping, so no GE op")
-    for path in write_sources(result, args.out):
+    for _, message in result.errors:  # one op's problem never stops the others; each is named
+        print(f"error: {message}", file=sys.stderr)
+    try:
+        paths = write_sources(result, args.out)
+    except OSError as exc:
+        print(f"error: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    for path in paths:
         print(f"wrote {path}")
-    if not result.generated:
+    if not result.generated and not result.errors:
         print("no custom GE ops: nothing to generate")
-    return 0
+    return 1 if result.errors else 0
 
 
 def _declared_cases(args) -> int:
@@ -228,8 +239,17 @@ def _declared_cases(args) -> int:
     if args.from_json:  # report on a saved run instead of running the cases
         from ._tools.declared_cases import CaseResult
 
-        saved = json.loads(Path(args.from_json).read_text(encoding="utf-8"))["cases"]
-        results = [CaseResult(**r) for r in saved if not args.prefix or any(r["case_id"].startswith(p) for p in args.prefix)]
+        try:
+            saved = json.loads(Path(args.from_json).read_text(encoding="utf-8"))["cases"]
+            results = [CaseResult(**r) for r in saved
+                       if not args.prefix or any(r["case_id"].startswith(p) for p in args.prefix)]
+        except OSError as exc:
+            print(f"error: cannot read {args.from_json}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not JSON, or not a saved --json run
+            print(f"error: {args.from_json} is not the JSON a `declared-cases --json` run writes: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
     else:
         for module in args.setup or []:
             import_setup(module)

@@ -61,3 +61,17 @@ def test_backend_flags_come_from_the_config_fields():
     args = parser.parse_args(["inspect", "m:f", "--mode", "aclgraph", "--torchair-view-optimize"])
     assert _backend_options(args) == {"mode": "aclgraph", "torchair_view_optimize": True}
     assert _backend_options(parser.parse_args(["compare", "m:f"])) == {}
+
+
+def test_declared_cases_from_json_errors_are_error_lines(tmp_path, capsys):
+    """A missing, non-JSON or foreign --from-json file is one `error:` line and exit 2, not a traceback."""
+    missing = tmp_path / "missing.json"
+    assert main(["declared-cases", "--from-json", str(missing)]) == 2
+    assert f"error: cannot read {missing}: No such file or directory" in capsys.readouterr().err
+    for name, text in (("garbage.json", "not json {"), ("foreign.json", '{"summary": {}}'),
+                       ("wrong.json", '{"cases": [{"nonsense": 1}]}'), ("list.json", "[1, 2]")):
+        path = tmp_path / name
+        path.write_text(text)
+        assert main(["declared-cases", "--from-json", str(path)]) == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {path} is not the JSON a `declared-cases --json` run writes"), err

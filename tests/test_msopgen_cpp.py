@@ -175,9 +175,12 @@ def test_checker_refuses_defaults_msopgen_would_paste_as_invalid_cpp(attr, match
 
 def test_non_finite_float_default_is_refused_at_generation(tmp_path):
     path = tmp_path / "inf.yaml"
-    path.write_text(USER_YAML.replace("float eps=1e-05", "float eps=inf"))
-    with pytest.raises(ValueError, match="finite"):
-        msopgen_ops(parse_yaml(path))
+    path.write_text(USER_YAML.replace("mode: mode, flag: flag}", "mode: mode, flag: flag, limit: {value: .inf}}"))
+    result = msopgen_ops(parse_yaml(path))
+    # that op alone, located; the file's other op is generated
+    assert [(spec.name, "finite" in message) for spec, message in result.errors] == [("npu_msop_cast", True)]
+    assert result.errors[0][1].startswith(f"{path}:2: op 'npu_msop_cast': field 'ge.attrs': attr 'limit'")
+    assert [op["op"] for op in result.ops] == ["NpuMsopFill"]
 
 
 def test_torch_dtype_table_covers_every_yaml_dtype():

@@ -17,13 +17,18 @@ Attribute defaults are written the way msOpGen's generators need them to become 
 from MindStudio msopgen's `op_file.py` / `op_file_aicore.py`: the default is pasted as text into
 `.ATTR(x, ListInt, <default>)` and `this->Attr("x").AttrType(OPTIONAL).ListInt(<default>)`): lists as
 brace-initialiser strings (`"{1, 0}"`, `"{true, false}"`), a ScalarType as its ge::DataType name
-(`"DT_INT8"`, GE's numbering; `type` attrs), non-finite floats refused.
+(`"DT_INT8"`, GE's numbering; `type` attrs), a string as the escaped body of a C++ literal (msOpGen
+pastes it between quotes), non-finite floats refused.
 
 `format` and `type` pair up position by position, and position k of every input and output
 together is one supported dtype combination ("the types of input_desc and output_desc correspond
 vertically"). The combinations come from the YAML `dtypes:` rule: tensor arguments that accept
 the same set of dtypes are taken to share one dtype (like x1/x2 of Add), arguments with different
-sets vary independently, and each output takes the dtype its `outputs:` rule gives it.
+sets vary independently, and each output takes the dtype its `outputs:` rule gives it; a ScalarType
+argument that gives an output its dtype varies over the dtypes the YAML lets it name.
+
+One op that cannot be written is reported (`MsOpGenResult.errors`, located) and the others are
+written all the same; so is a second op on a GE type, or on its file name (`MyOp` and `MyOP`).
 """
 from __future__ import annotations
 
@@ -43,6 +48,8 @@ from .._spec.dtypes import DTYPES, schema_default_dtype
 from .._spec.ge_prototype import ge_outputs
 from .._spec.model import OpSpec
 from .._spec.schema import ArgKind
+from .cpp_text import cpp_string_body
+from .out_files import write_files
 
 # torch dtype -> msOpGen `type` name (float32 is "float" and float64 "double" in msOpGen's list).
 MSOPGEN_DTYPES = {
@@ -64,18 +71,30 @@ ATTR_TYPES = ("int", "float", "bool", "string", "type", "list_int", "list_float"
               "list_type", "list_list_int")
 _GE_DTYPE_NAMES = frozenset(TORCH_TO_GE_NAME.values())
 _NUMBER = r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?"
+# The body of a C++ string literal as `cpp_string_body` writes it: printable ASCII other than
+# " \ ?, and the escapes \\ \" \? \n \r \t \ooo. msOpGen pastes a string default between quotes.
+_STRING_BODY = r'(?:[ !#->@-\[\]-~]|\\[\\"?nrt]|\\[0-7]{3})*'
 # The C++ text msOpGen pastes for each attr type's default (list defaults are brace initialisers).
 _DEFAULT_FORMS = {
+    "string": _STRING_BODY,
     "list_int": rf"\{{\s*([-+]?\d+(\s*,\s*[-+]?\d+)*)?\s*\}}",
     "list_float": rf"\{{\s*({_NUMBER}(\s*,\s*{_NUMBER})*)?\s*\}}",
     "list_bool": r"\{\s*((true|false)(\s*,\s*(true|false))*)?\s*\}",
     "list_type": r"\{\s*(DT_[A-Z0-9]+(\s*,\s*DT_[A-Z0-9]+)*)?\s*\}",
     "list_list_int": r"\{\s*(\{[-+\d,\s]*\}(\s*,\s*\{[-+\d,\s]*\})*)?\s*\}",
-    "list_string": r'\{\s*("[^"\\]*"(\s*,\s*"[^"\\]*")*)?\s*\}',
+    "list_string": rf'\{{\s*("{_STRING_BODY}"(\s*,\s*"{_STRING_BODY}")*)?\s*\}}',
 }
 FORMAT = "ND"
 _DEFAULT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _DTYPE_ORDER = list(DTYPES.values())
+# At most this many dtype combinations (msOpGen columns) per op: each is a kernel variant to build,
+# and independent dtype sets multiply (twenty arguments with two dtypes each would be a million).
+MAX_COLUMNS = 1024
+INT64_MIN = -(1 << 63)
+
+
+class MsOpGenError(ValueError):
+    """An op whose msOpGen JSON cannot be written; the message starts with its YAML location."""
 
 
 @dataclass
@@ -85,34 +104,75 @@ class MsOpGenResult:
     builtin: list[tuple[OpSpec, str]] = field(default_factory=list)   # ops mapped onto a CANN built-in
     no_ge: list[OpSpec] = field(default_factory=list)             # ops without a `ge:` mapping
     notes: list[str] = field(default_factory=list)                # assumptions made, per op
+    errors: list[tuple[OpSpec, str]] = field(default_factory=list)  # ops not generated, and why (located)
 
 
 def msopgen_ops(specs, builtin_types: set[str] | None = None) -> MsOpGenResult:
-    """msOpGen JSON objects for the ops among `specs` whose GE type is not a CANN built-in."""
+    """msOpGen JSON objects for the ops among `specs` whose GE type is not a CANN built-in.
+
+    An op that cannot be generated does not stop the others: it is listed in `errors`, its message
+    starting with its YAML location. So is a second op on a GE type already generated, or on a type
+    whose file name (`<snake_case type>.json`) another type already takes (MyOp and MyOP)."""
     builtin_types = builtin_ge_types() if builtin_types is None else builtin_types
     result = MsOpGenResult()
-    seen: dict[str, OpSpec] = {}
+    stems = FileStems("json")
     for spec in specs:
         if spec.ge is None:
             result.no_ge.append(spec)
         elif spec.ge.type in builtin_types:
             result.builtin.append((spec, spec.ge.type))
-        elif spec.ge.type in seen:
-            result.notes.append(f"{spec.qualname}: GE type {spec.ge.type} is already generated from "
-                                f"{seen[spec.ge.type].qualname}; kept the first")
         else:
-            seen[spec.ge.type] = spec
-            result.ops.append(op_json(spec, result.notes))
+            notes: list[str] = []
+            try:
+                stems.claim(spec)
+                entry = op_json(spec, notes)
+            except MsOpGenError as error:
+                result.errors.append((spec, str(error)))
+                continue
+            stems.keep(spec)
+            result.notes += notes
+            result.ops.append(entry)
             result.sources.append(spec)
     return result
 
 
+class FileStems:
+    """The file stem of each generated GE type (`snake_case`), refusing a second claim on a stem
+    (two types differing in case, or one type generated twice) and the stems in `reserved`."""
+
+    def __init__(self, kind: str, reserved: dict[str, str] | None = None):
+        self.kind = kind
+        self.reserved = reserved or {}
+        self.owners: dict[str, OpSpec] = {}
+
+    def claim(self, spec: OpSpec) -> str:
+        stem = snake_case(spec.ge.type)
+        where = spec.field("ge.type")
+        owner = self.owners.get(stem)
+        if owner is not None and owner.ge.type == spec.ge.type:
+            raise MsOpGenError(f"{where}: GE type {spec.ge.type} is already generated from {owner.qualname} "
+                               f"({owner.location.file_line}); a custom GE type belongs to one op: give this op "
+                               "its own `ge.type`")
+        if owner is not None:
+            raise MsOpGenError(f"{where}: GE type {spec.ge.type} would be written to {stem}.{self.kind}, the file of "
+                               f"GE type {owner.ge.type} ({owner.qualname}, {owner.location.file_line}); the file "
+                               "names are the snake_case of the types: rename one `ge.type`")
+        if stem in self.reserved:
+            raise MsOpGenError(f"{where}: GE type {spec.ge.type} would be written to {stem}.{self.kind}, "
+                               f"{self.reserved[stem]}; choose another `ge.type`")
+        return stem
+
+    def keep(self, spec: OpSpec) -> None:
+        self.owners[snake_case(spec.ge.type)] = spec
+
+
 def op_json(spec: OpSpec, notes: list[str] | None = None) -> dict:
-    """The msOpGen JSON object of one op with a `ge:` mapping."""
+    """The msOpGen JSON object of one op with a `ge:` mapping (MsOpGenError, located, if it has none)."""
     notes = [] if notes is None else notes
     ge = spec.ge
     if ge is None:
-        raise ValueError(f"{spec.qualname} has no `ge:` mapping, so there is no GE op to generate")
+        raise MsOpGenError(f"{spec.field('ge')}: {spec.qualname} has no `ge:` mapping, so there is no GE op to "
+                           "generate")
     columns = dtype_columns(spec, notes)
     output_dtypes = _output_dtypes(spec, columns, notes)
     formats = [FORMAT] * len(columns)
@@ -130,11 +190,17 @@ def op_json(spec: OpSpec, notes: list[str] | None = None) -> dict:
     attrs = [attr_json(spec, attr, notes) for attr in ge.attrs]
     if attrs:
         entry["attr"] = attrs
-    check_msopgen_json([entry])
+    try:
+        check_msopgen_json([entry])
+    except ValueError as error:  # a gap in this generator: still said at the op's line
+        raise MsOpGenError(f"{spec.field('ge')}: {error}") from error
     return entry
 
 
-def _allowed_dtypes(spec: OpSpec, arg: str, notes: list[str]) -> tuple[torch.dtype, ...]:
+def allowed_dtypes(spec: OpSpec, arg: str, notes: list[str] | None = None) -> tuple[torch.dtype, ...]:
+    """The dtypes tensor argument `arg` accepts: its `dtypes:` rule, else the dtypes its samples
+    use, else the float types (said in `notes`)."""
+    notes = [] if notes is None else notes
     rule = dict(spec.dtypes).get(arg)
     if rule is None:  # no `dtypes:` for this argument: what the samples use, else the float types
         seen = set()
@@ -147,10 +213,21 @@ def _allowed_dtypes(spec: OpSpec, arg: str, notes: list[str]) -> tuple[torch.dty
         notes.append(f"{spec.qualname}: no `dtypes:` for '{arg}'; used "
                      f"{', '.join(MSOPGEN_DTYPES[d] for d in _ordered(rule))} "
                      f"(from {'its samples' if seen else 'the default float types'})")
-    unsupported = [d for d in rule if d not in MSOPGEN_DTYPES]
-    if unsupported:
-        raise ValueError(f"{spec.qualname}: dtype(s) {unsupported} of '{arg}' have no msOpGen type name")
     return _ordered(rule)
+
+
+def scalar_type_choices(spec: OpSpec, arg: str) -> tuple[torch.dtype, ...]:
+    """The dtypes a ScalarType argument that gives an output dtype may name, as far as the YAML
+    bounds them: every dtype its tensor arguments accept (`dtypes:`), its default and its samples."""
+    choices = {d for a in spec.schema.tensor_args for d in allowed_dtypes(spec, a.name)}
+    default = _schema_default(spec, arg)
+    if default is not None:
+        choices.add(schema_default_dtype(default))
+    for sample in spec.samples:
+        value = dict(sample.values).get(arg)
+        if isinstance(value, str) and value in DTYPES:
+            choices.add(DTYPES[value])
+    return _ordered(choices or set(_DEFAULT_DTYPES))
 
 
 def _ordered(dtypes) -> tuple[torch.dtype, ...]:
@@ -158,18 +235,37 @@ def _ordered(dtypes) -> tuple[torch.dtype, ...]:
 
 
 def dtype_columns(spec: OpSpec, notes: list[str] | None = None) -> list[dict[str, torch.dtype]]:
-    """The supported dtype combinations: one dict tensor argument -> dtype per msOpGen column.
+    """The supported dtype combinations: one dict argument -> dtype per msOpGen column.
 
-    Arguments with the same accepted set share a dtype; different sets vary independently."""
+    Tensor arguments with the same accepted set share a dtype; different sets vary independently.
+    A ScalarType argument that gives an output its dtype varies too, over `scalar_type_choices`:
+    msOpGen's JSON ties every output dtype to a column, so each dtype it may name is a column (as
+    CANN's own Cast lists one per source and destination dtype). At most MAX_COLUMNS columns."""
     notes = [] if notes is None else notes
-    tensor_args = [a.name for a in spec.schema.tensor_args]
     groups: dict[tuple, list[str]] = {}
-    for name in tensor_args:
-        groups.setdefault(_allowed_dtypes(spec, name, notes), []).append(name)
-    columns = []
-    for combo in itertools.product(*groups):
-        columns.append({name: dtype for dtype, names in zip(combo, groups.values()) for name in names})
-    return columns
+    for arg in spec.schema.tensor_args:
+        groups.setdefault(allowed_dtypes(spec, arg.name, notes), []).append(arg.name)
+    axes = [(dtypes, names) for dtypes, names in groups.items()]
+    for arg in _scalar_type_sources(spec):
+        choices = scalar_type_choices(spec, arg)
+        notes.append(f"{spec.qualname}: an output dtype comes from the ScalarType argument '{arg}'; one column per "
+                     f"dtype it may name ({', '.join(MSOPGEN_DTYPES[d] for d in choices)}: the op's `dtypes:`, "
+                     "its default and samples)")
+        axes.append((choices, [arg]))
+    count = math.prod(len(dtypes) for dtypes, _ in axes)
+    if count > MAX_COLUMNS:
+        sizes = " x ".join(f"{len(dtypes)} ({', '.join(names)})" for dtypes, names in axes)
+        raise MsOpGenError(f"{spec.field('dtypes')}: {count} dtype combinations ({sizes}); msOpGen gets one column "
+                           f"per combination, and more than {MAX_COLUMNS} is refused: give arguments that share a "
+                           "dtype the same `dtypes:` list, or fewer dtypes")
+    return [{name: dtype for dtype, (_, names) in zip(combo, axes) for name in names}
+            for combo in itertools.product(*(dtypes for dtypes, _ in axes))]
+
+
+def _scalar_type_sources(spec: OpSpec) -> list[str]:
+    """The ScalarType arguments that give an output its dtype, in schema order."""
+    named = {rule.dtype_from_arg for rule in spec.outputs or () if rule.dtype_from_arg is not None}
+    return [a.name for a in spec.schema.args if a.kind is ArgKind.SCALAR_TYPE and a.name in named]
 
 
 def _output_dtypes(spec: OpSpec, columns, notes: list[str]) -> list[list[torch.dtype]]:
@@ -181,14 +277,10 @@ def _output_dtypes(spec: OpSpec, columns, notes: list[str]) -> list[list[torch.d
             result.append([rule.dtype] * len(columns))
             continue
         source = (rule.dtype_from_arg or rule.same_as) if rule is not None else None
-        if source is not None and source not in columns[0]:
-            raise ValueError(f"{spec.qualname}: output {i} takes its dtype from the ScalarType argument "
-                             f"'{source}'; msOpGen's JSON ties each output dtype to the input dtypes, which "
-                             "cannot say that: write this op's msOpGen JSON by hand")
         if source is None:
             if first_tensor is None:
-                raise ValueError(f"{spec.qualname}: cannot tell the dtype of output {i} (no `outputs:` rule "
-                                 "and no tensor argument)")
+                raise MsOpGenError(f"{spec.field('outputs')}: cannot tell the dtype of output {i} (no `outputs:` "
+                                   "rule and no tensor argument)")
             source = first_tensor
             notes.append(f"{spec.qualname}: output {i} has no `outputs:` dtype rule (Meta function); "
                          f"assumed the dtype of '{source}'")
@@ -203,28 +295,40 @@ def _schema_default(spec: OpSpec, name: str):
     return None
 
 
+def attr_default(spec: OpSpec, attr) -> tuple[bool, object]:
+    """(has a default, the default): an argument's schema default (a ScalarType as its torch.dtype),
+    or the constant the converter always sets. A None default (or a length attr) has none."""
+    if attr.arg is not None:
+        arg = spec.schema.arg(attr.arg)
+        default = _schema_default(spec, attr.arg) if arg.has_default else None
+        if default is None:
+            return False, None
+        return True, schema_default_dtype(default) if arg.kind is ArgKind.SCALAR_TYPE else default
+    if attr.length_of is None:
+        return True, attr.const
+    return False, None
+
+
 def attr_json(spec: OpSpec, attr, notes: list[str]) -> dict:
     kind = MSOPGEN_ATTR_TYPES.get(attr.value_type)
     if kind is None:
-        raise ValueError(f"{spec.qualname}: GE attr '{attr.ge_name}' of type {attr.value_type.value} has no msOpGen type")
+        raise MsOpGenError(f"{spec.field('ge.attrs')}: GE attr '{attr.ge_name}' of type {attr.value_type.value} has "
+                           "no msOpGen type")
     entry = {"name": attr.ge_name, "param_type": "required", "type": kind}
     if kind in ("type", "list_type"):
         notes.append(f"{spec.qualname}: attr '{attr.ge_name}' is a ge::DataType ({kind}), as TorchAir sets it; "
                      "the GE prototype (REG_OP) takes it, but Ascend C's OpAttrDef has no Type setter, so an "
                      "Ascend C (-lan cpp) project needs that attr declared by hand")
-    if attr.arg is not None:
-        arg = spec.schema.arg(attr.arg)
-        if arg.has_default:
-            default = _schema_default(spec, attr.arg)
-            if default is None:
-                notes.append(f"{spec.qualname}: attr '{attr.ge_name}' defaults to None in the schema; "
-                             "GE attrs cannot be None, so it is written as required")
-            else:
-                if arg.kind is ArgKind.SCALAR_TYPE:
-                    default = schema_default_dtype(default)
-                entry.update(param_type="optional", default_value=_default_value(spec, attr, kind, default))
-    elif attr.length_of is None:  # a constant the converter always sets: the prototype's default
-        entry.update(param_type="optional", default_value=_default_value(spec, attr, kind, attr.const))
+    has_default, default = attr_default(spec, attr)
+    if attr.arg is not None and spec.schema.arg(attr.arg).has_default and not has_default:
+        notes.append(f"{spec.qualname}: attr '{attr.ge_name}' defaults to None in the schema; "
+                     "GE attrs cannot be None, so it is written as required")
+    if has_default:
+        entry.update(param_type="optional", default_value=_default_value(spec, attr, kind, default))
+        if INT64_MIN in (default if isinstance(default, (list, tuple)) else [default]) and kind in ("int", "list_int"):
+            notes.append(f"{spec.qualname}: attr '{attr.ge_name}' defaults to {INT64_MIN}, which msOpGen pastes as "
+                         "that literal: g++ warns that it is too large for a signed integer (an error under "
+                         "-Werror); the prototype from `op-plugin opproto` writes it as (-9223372036854775807 - 1)")
     return entry
 
 
@@ -234,11 +338,14 @@ def _default_value(spec: OpSpec, attr, kind: str, value):
         if kind in ("float", "list_float"):
             item = float(item)
             if not math.isfinite(item):
-                raise ValueError(f"{spec.qualname}: attr '{attr.ge_name}' defaults to {item}, which has no C++ "
-                                 "literal in an msOpGen prototype; give a finite default")
+                raise MsOpGenError(f"{spec.field('ge.attrs')}: attr '{attr.ge_name}' defaults to {item}, which has no "
+                                   "C++ literal in an msOpGen prototype (msOpGen pastes the number as text); give a "
+                                   "finite default, or write this op's JSON by hand")
             return item
         if kind in ("type", "list_type"):
             return TORCH_TO_GE_NAME[item]
+        if kind in ("string", "list_string"):
+            return cpp_string_body(item)  # msOpGen pastes it between quotes into C++
         return item
 
     if not kind.startswith("list_"):
@@ -251,14 +358,14 @@ def _default_value(spec: OpSpec, attr, kind: str, value):
         if isinstance(item, bool):
             return "true" if item else "false"
         if isinstance(item, str) and kind == "list_string":
-            return json.dumps(item)
+            return f'"{item}"'
         return repr(item) if isinstance(item, float) else str(item)
 
     return text(list(value))
 
 
 def _check_default(where: str, kind: str, value) -> None:
-    scalar_types = {"int": int, "float": (int, float), "bool": bool, "string": str, "type": str}
+    scalar_types = {"int": int, "float": (int, float), "bool": bool, "type": str}
     if kind in scalar_types:
         ok = isinstance(value, scalar_types[kind]) and (kind == "bool" or not isinstance(value, bool))
         if kind == "float" and ok:
@@ -271,7 +378,8 @@ def _check_default(where: str, kind: str, value) -> None:
             ok = set(re.findall(r"DT_[A-Z0-9]+", value)) <= _GE_DTYPE_NAMES
     if not ok:
         raise ValueError(f"{where}: default_value {value!r} is not a valid {kind} default for msOpGen "
-                         "(lists are C++ brace initialisers such as \"{1, 2}\"; a type is a ge::DataType name)")
+                         "(lists are C++ brace initialisers such as \"{1, 2}\"; a type is a ge::DataType name; a "
+                         "string is the body of a C++ string literal, escaped)")
 
 
 def check_msopgen_json(ops: list[dict]) -> None:
@@ -318,15 +426,12 @@ def snake_case(ge_type: str) -> str:
 
 
 def write_jsons(result: MsOpGenResult, out_dir: str | Path) -> list[Path]:
-    """One `<snake_case GE type>.json` per op (msOpGen creates one project per `gen -i`)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for entry in result.ops:
-        path = out / f"{snake_case(entry['op'])}.json"
-        path.write_text(dumps([entry]) + "\n", encoding="utf-8")
-        paths.append(path)
-    return paths
+    """One `<snake_case GE type>.json` per op (msOpGen creates one project per `gen -i`), written
+    without following links (`out_files.write_files`); OSError names the path that failed."""
+    files = {f"{snake_case(entry['op'])}.json": dumps([entry]) + "\n" for entry in result.ops}
+    if len(files) != len(result.ops):  # msopgen_ops refuses a second op on a file name
+        raise ValueError("two msOpGen entries share a file name")
+    return write_files(out_dir, files)
 
 
 def dumps(ops: list[dict]) -> str:
