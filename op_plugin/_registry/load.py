@@ -9,6 +9,7 @@ import torch
 
 from .._base.errors import OpPluginError, YamlSpecError
 from .._base.handles import RegistrationHandle
+from .._ge.builtin_prototypes import builtin_prototype
 from .._spec.ge_prototype import ir_prototype
 from .._spec.model import OpSpec
 from .._spec.parse import parse_document
@@ -52,6 +53,7 @@ def load_yaml(path: str | Path) -> list[str]:
     for index, spec in enumerate(specs):
         _check_new(spec, specs)
         _check_ge_prototype(spec, already_loaded + list(specs[:index]))
+        _check_custom_type_owner(spec, already_loaded + list(specs[:index]))
     library = register_library(specs)
     registered: list[OpState] = []
     try:
@@ -97,6 +99,39 @@ def _check_ge_prototype(spec: OpSpec, others: list[OpSpec]) -> None:
             raise YamlSpecError(spec.field("ge"), f"GE type {spec.ge.type} is already declared by {other.qualname} "
                                 f"({other.location.file_line}) with another prototype ({_describe(ir_prototype(other))}, "
                                 f"here {_describe(declared)}); use another `ge.type` or the same inputs, attrs and outputs")
+
+
+def _check_custom_type_owner(spec: OpSpec, others: list[OpSpec]) -> None:
+    """A custom GE type (not a CANN built-in) runs one kernel, so it belongs to one op: a second op
+    claiming it is refused here, when its file loads, naming both places. Found only at the first
+    compile, the conflict would fail that compile and every later one in the process, for every op.
+    An op with a hand-written converter emits other GE ops: its `ge.type` claims nothing."""
+    if spec.ge is None or _has_converter(spec):
+        return
+    owner = next((o for o in others if o.ge is not None and o.ge.type == spec.ge.type
+                  and o.qualname != spec.qualname and not _has_converter(o)), None)
+    if owner is None or _is_builtin_ge_type(spec.ge.type):
+        return
+    raise YamlSpecError(spec.field("ge.type"), f"custom GE type {spec.ge.type} is already the type of "
+                        f"{owner.qualname} ({owner.location.file_line}); a custom GE type runs one kernel, so it "
+                        "belongs to one op: give this op its own `ge.type` (or attach its @op_plugin.converter "
+                        "before loading the file)")
+
+
+def _has_converter(spec: OpSpec) -> bool:
+    st = find(spec.qualname)
+    return st is not None and st.converter is not None
+
+
+def _is_builtin_ge_type(ge_type: str) -> bool:
+    """CANN ships a prototype and kernel for `ge_type` (TorchAir's generated op table, read from the
+    unpacked wheel on first use: only asked when two ops share a type). Without the wheel nothing
+    can tell, and nothing is refused: the simulator, which a shared custom type would break, needs
+    the wheel too."""
+    try:
+        return builtin_prototype(ge_type) is not None
+    except OSError:
+        return True
 
 
 def _describe(prototype) -> str:
