@@ -23,11 +23,15 @@ import ast
 import builtins
 import copy
 import hashlib
+import hmac
 import importlib.util
 import marshal
 import math
 import os
 import re
+import secrets
+import stat
+import types
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,40 +100,124 @@ def meta_functions(wheel_root: Path, names) -> dict[str, object]:
 
     Parsing the wheel's module takes ~0.2 s, so the compiled picks are cached beside the wheel
     (`_CACHE_DIR`), keyed by the module's bytes, the names, Python's bytecode magic and this
-    parser's version; an unreadable or stale cache is rebuilt, never trusted."""
+    parser's version. A cache file is only executed when it carries this user's HMAC over its key
+    and contents (the secret lives in the user's own cache folder, `_secret`), so a file someone
+    else put there is never run; a cache that is unreadable, unauthenticated, malformed or does not
+    define the functions it names is stale: rebuilt from the wheel's source and rewritten."""
+    names = list(names)
     path = Path(wheel_root) / META_MODULE
     raw = path.read_bytes()
     key = hashlib.sha256(b"|".join([raw, ",".join(names).encode(), importlib.util.MAGIC_NUMBER,
                                     _CACHE_VERSION.encode(), torch.__version__.encode()])).hexdigest()[:32]
     cache = Path(wheel_root) / _CACHE_DIR / f"meta-{key}.bin"
-    picked = _read_cache(cache)
-    if picked is None:
+    secret = _secret()
+    picked = _read_cache(cache, key, secret) if secret is not None else None
+    functions = _load(picked, names) if picked is not None else None
+    if functions is None:
         picked = _pick_meta_functions(path, raw.decode(), names)
-        _write_cache(cache, picked)
+        functions = _run(picked, names)  # the wheel's own failures propagate, as they are
+        if secret is not None:
+            _write_cache(cache, key, secret, picked)
+    return functions
+
+
+def _run(picked, names) -> dict[str, object]:
+    """Run the picked definitions in a private namespace; {op name: its Meta function}."""
     code, function_names = picked
     namespace = {"__name__": __name__ + ".wheel_meta", **_PROVIDED}
-    exec(code, namespace)  # noqa: S102  (the pinned wheel's own code)
+    exec(code, namespace)  # noqa: S102  (the pinned wheel's own code, parsed here or authenticated)
     return {name: namespace[function_names[name]] for name in names}
 
 
-_CACHE_DIR = ".op-plugin-cache"
-_CACHE_VERSION = "1"
-
-
-def _read_cache(path: Path):
+def _load(picked, names) -> dict[str, object] | None:
+    """`_run` on a cached pick: None (stale) unless it runs and every name is a function."""
     try:
-        code, function_names = marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
+        functions = _run(picked, names)
+    except Exception:  # pylint: disable=broad-except  # a stale cache: the caller rebuilds it
         return None
-    return (code, function_names) if isinstance(function_names, dict) else None
+    return functions if all(callable(f) for f in functions.values()) else None
 
 
-def _write_cache(path: Path, picked) -> None:
+_CACHE_DIR = ".op-plugin-cache"
+_CACHE_VERSION = "2"
+_MAGIC = b"op-plugin meta cache 2\n"
+_SECRET_BYTES = 32
+
+
+def _secret() -> bytes | None:
+    """This user's key for the cache's HMAC: 32 random bytes in a file only the user can read,
+    in `$XDG_CACHE_HOME/op-plugin` (default ~/.cache/op-plugin), made on first use. None (no
+    cache at all) when it cannot be made or is not private to the user."""
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "op-plugin"
+    path = folder / "meta-cache.key"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        secret = _read_private(path)
+        if secret is None:
+            partial = folder / f".meta-cache.key.{os.getpid()}.{secrets.token_hex(4)}"
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            with os.fdopen(fd, "wb") as stream:
+                stream.write(secrets.token_bytes(_SECRET_BYTES))
+            try:
+                os.link(partial, path)  # fails if another process made one first: theirs is used
+            except FileExistsError:
+                pass
+            finally:
+                os.unlink(partial)
+            secret = _read_private(path)
+    except (OSError, RuntimeError):
+        return None
+    return secret
+
+
+def _read_private(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        data = stream.read(_SECRET_BYTES + 1)
+    if (not stat.S_ISREG(info.st_mode) or (hasattr(os, "getuid") and info.st_uid != os.getuid())
+            or info.st_mode & 0o077 or len(data) != _SECRET_BYTES):
+        raise RuntimeError(f"{path} is not a private key file of this user")
+    return data
+
+
+def _mac(secret: bytes, key: str, payload: bytes) -> bytes:
+    return hmac.new(secret, key.encode() + b"\0" + payload, hashlib.sha256).digest()
+
+
+def _read_cache(path: Path, key: str, secret: bytes):
+    """The authenticated (code, {op: function name}) of a cache file, or None."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    head = len(_MAGIC) + hashlib.sha256().digest_size
+    if not data.startswith(_MAGIC) or len(data) <= head:
+        return None
+    payload = data[head:]
+    if not hmac.compare_digest(data[len(_MAGIC):head], _mac(secret, key, payload)):
+        return None  # not written by this user for this key: never unmarshalled, never run
+    try:
+        code, function_names = marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if not isinstance(code, types.CodeType) or not isinstance(function_names, dict):
+        return None
+    return code, function_names
+
+
+def _write_cache(path: Path, key: str, secret: bytes, picked) -> None:
     try:  # a cache that cannot be written only costs the parse next time
         path.parent.mkdir(exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_bytes(marshal.dumps(picked))
-        os.replace(partial, path)
+        payload = marshal.dumps(picked)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(_MAGIC + _mac(secret, key, payload) + payload)
+        os.replace(partial, path)  # replaces a link planted at `path`, never writes through it
     except OSError:
         pass
 
