@@ -120,3 +120,54 @@ def test_compare_cli_shows_what_torchair_view_optimisation_gets_wrong(tmp_path):
                   cwd=tmp_path)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert json.loads((tmp_path / "view.json").read_text())["first_divergent"] == "mul"
+
+
+SHADOWING_YAML = """\
+ops:
+  - func: npu_utest_shadow(Tensor x) -> Tensor
+    outputs: [{size: x.shape, dtype: x}]
+    samples: [{x: [float32, [2, 3]]}]
+"""
+SHADOWING_PIECES = """\
+import op_plugin
+
+@op_plugin.reference("npu_utest_shadow")
+def shadow(x):
+    return x * 2
+
+def dumps(*args, **kwargs):  # what the standard module would be replaced by
+    raise RuntimeError("the user's {stem}.py was called instead of the standard module")
+
+deepcopy = loads = dumps
+"""
+
+
+def test_a_python_file_named_like_a_standard_module_does_not_replace_it(tmp_path):
+    """`--python path/json.py` (or copy.py) registered the file as `json`, replacing the standard
+    module for the rest of the run; user files get private module names."""
+    import copy as standard_copy
+
+    from op_plugin._tools.user_tests import import_user_module
+
+    saved = {name: sys.modules[name] for name in ("json", "copy")}
+    try:
+        for stem in ("json", "copy"):
+            (tmp_path / f"{stem}.py").write_text(SHADOWING_PIECES.replace("{stem}", stem).replace(
+                "npu_utest_shadow", f"npu_utest_shadow_{stem}"))
+            import_user_module(str(tmp_path / f"{stem}.py"))
+            import_user_module(str(tmp_path / f"{stem}.py"))  # a second import is a no-op, not a second reference
+        assert sys.modules["json"] is saved["json"] and sys.modules["copy"] is standard_copy
+        assert json.loads(json.dumps({"a": [1]})) == {"a": [1]}
+        private = [name for name in sys.modules if name.startswith("_op_plugin_user_file_")]
+        assert len(private) >= 2 and all(sys.modules[n].__file__.startswith(str(tmp_path)) for n in private[-2:])
+    finally:
+        sys.modules.update(saved)
+        for stem in ("json", "copy"):
+            _registry.detach(f"npu::npu_utest_shadow_{stem}", _registry.Piece.REFERENCE)
+
+    (tmp_path / "shadow.yaml").write_text(SHADOWING_YAML)
+    (tmp_path / "json.py").write_text(SHADOWING_PIECES.replace("{stem}", "json"))
+    result = _cli("test", "shadow.yaml", "--python", str(tmp_path / "json.py"), "--check", "opcheck",
+                  "--check", "meta", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed, 0 failed" in result.stdout

@@ -6,6 +6,7 @@ and `failure_text` format its outcomes.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -33,16 +34,31 @@ class CheckOutcome:
         return self.status in ("fail", "error")
 
 
+_PRIVATE_PREFIX = "_op_plugin_user_file_"
+
+
 def import_user_module(name: str) -> None:
-    """Import MODULE (the working directory is importable) or a .py file path."""
+    """Import MODULE (the working directory is importable) or a .py file path.
+
+    A file is registered under a private module name made from its path (`_op_plugin_user_file_`
+    and a hash), never under its stem: `json.py` or `copy.py` of the user's must not replace the
+    standard module of that name for the rest of the run. Importing the same file again is a no-op."""
     if name.endswith(".py") or "/" in name:
         path = Path(name).resolve()
-        spec = importlib.util.spec_from_file_location(path.stem, path)
+        digest = hashlib.sha256(str(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        module_name = f"{_PRIVATE_PREFIX}{digest}"
+        if module_name in sys.modules:
+            return
+        spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot import {name}")
         module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
-        spec.loader.exec_module(module)
+        sys.modules[module_name] = module  # dataclasses and pickle look the module up by name
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(module_name, None)
+            raise
         return
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
