@@ -16,11 +16,18 @@ torch.distributed is initialized, loads the simulator's TorchAir, whose import a
 that same dict before the lookup is answered. A process without an initialized process group never
 pays for it; one with it loads TorchAir at its first trace (as an Ascend host does at import).
 
-`install_cpu_kernels(torchair)` (called by the loader) gives TorchAir's `npu_define` collective ops
-the CPU kernels of their NPU ones: TorchAir registers them for PrivateUse1 only, as plain
-torch.distributed calls, so once its remaps are in place on a CPU host, `aot_eager` (and npugraph's
-mode 'aclgraph', which runs it on a CPU host) would otherwise fail on `dist.broadcast` with "Could
-not run 'npu_define::broadcast' with arguments from the 'CPU' backend".
+`install(torchair)` (called by the loader) does two things once TorchAir is imported:
+
+* TorchAir's `npu_define` collective ops get the CPU kernels of their NPU ones: TorchAir registers
+  them for PrivateUse1 only, as plain torch.distributed calls, so once its remaps are in place on a
+  CPU host, `aot_eager` (and npugraph's mode 'aclgraph', which runs it on a CPU host) would
+  otherwise fail on `dist.broadcast` with "Could not run 'npu_define::broadcast' with arguments
+  from the 'CPU' backend";
+* its backend's send/recv pass (`npu_fx_compiler._process_send_recv`) reads the CANN version from
+  `torch_npu.npu.utils` unguarded, which fails on a CPU host with "No module named 'torch_npu'"; the
+  simulator's copy of the pass answers that version "supported" (the simulator runs HcomSend and
+  HcomReceive) and keeps what the pass does to the compile: two or more send/recv in a graph compiled
+  in max-autotune mode set the topology sorting strategy to StableRDFS.
 """
 from __future__ import annotations
 
@@ -79,9 +86,38 @@ def load_torchair_before_collectives_trace() -> None:
         funcol.traceable_collective_remaps = _RemapsLoadingTorchAir(funcol.traceable_collective_remaps)
 
 
-def install_cpu_kernels(torchair) -> None:
-    """Register TorchAir's NPU kernels of its collective `npu_define` ops for CPU tensors too (idempotent)."""
+def install(torchair) -> None:
+    """CPU kernels for TorchAir's collective `npu_define` ops, and its send/recv pass without torch_npu
+    (idempotent; see the module doc)."""
+    _install_cpu_kernels()
+    _install_send_recv_pass(torchair)
+
+
+def _install_send_recv_pass(torchair) -> None:
     del torchair
+    from torchair import npu_fx_compiler  # pylint: disable=import-outside-toplevel
+
+    if getattr(npu_fx_compiler._process_send_recv, "_op_plugin_simulator", False):  # pylint: disable=protected-access
+        return
+
+    def process_send_recv(gm, compiler_config):
+        """TorchAir's `_process_send_recv` with the CANN version answered: supported."""
+        ops = [getattr(torch.ops.npu_define, name, None) for name in ("_send", "_recv")]
+        if None in ops:
+            return
+        targets = set(ops) | {op.default for op in ops}
+        count = sum(1 for node in gm.graph.nodes if node.target in targets)
+        if count > 1 and compiler_config.mode.value == "max-autotune":
+            strategy = compiler_config.experimental_config.topology_sorting_strategy
+            if strategy.value != "StableRDFS":
+                compiler_config.experimental_config.topology_sorting_strategy = "StableRDFS"
+
+    process_send_recv._op_plugin_simulator = True
+    process_send_recv._op_plugin_original = npu_fx_compiler._process_send_recv  # pylint: disable=protected-access
+    npu_fx_compiler._process_send_recv = process_send_recv  # pylint: disable=protected-access
+
+
+def _install_cpu_kernels() -> None:
     import importlib  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel
 

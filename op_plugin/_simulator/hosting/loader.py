@@ -147,7 +147,7 @@ def _import_contained(torchair_parent: Path):
     torchair_patches.install(torchair)  # its process-wide torch patches apply only while it compiles
     torchair_fixes.install(torchair)  # unique node names in O(1): same graphs, linear lowering
     rng.install(torchair)  # random ops: an emulated NPU generator (seed/offset protocol) instead of the CPU one
-    distributed.install_cpu_kernels(torchair)  # its collective npu_define ops run on CPU tensors (aot_eager)
+    distributed.install(torchair)  # its collective npu_define ops on CPU tensors, its send/recv pass without torch_npu
     if "torch_npu" in sys.modules:  # the documented boundary; fail loudly if it ever breaks
         raise RuntimeError("loading the simulator's TorchAir imported torch_npu; the import boundary is broken")
     return torchair

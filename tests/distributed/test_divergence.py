@@ -1,0 +1,85 @@
+"""A rank-divergent graph is an error naming the node on the ranks that run it, never a hang: ranks
+that run different collectives, or the same one on different shapes, fail at once when they agree
+on it; a rank waiting for a peer whose graph has no collective fails when its bounded wait ends.
+Each case uses a process group of its own, so the session's group stays in step."""
+import os
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+
+from op_plugin._simulator.interpreter.errors import GeExecutionError
+
+
+def _run_expecting_error(fn, x):
+    try:
+        torch.compile(fn, backend="npugraph", fullgraph=True)(x)
+    except Exception as error:  # noqa: BLE001  (TorchAir may wrap it; the message is what counts)
+        cause = error
+        while cause is not None and not isinstance(cause, GeExecutionError):
+            cause = cause.__cause__
+        return str(cause if cause is not None else error)
+    return None
+
+
+# ---- cases (run on every rank) ----------------------------------------------------------------------
+
+def different_collectives_case():
+    group = dist.new_group([0, 1])
+    rank = dist.get_rank()
+
+    def fn(x):
+        if rank == 0:
+            return funcol.all_reduce(x + 1, "sum", group)
+        return funcol.all_gather_tensor(x + 1, 0, group)
+
+    return _run_expecting_error(fn, torch.ones(2, 3))
+
+
+def different_shapes_case():
+    group = dist.new_group([0, 1])
+    rank = dist.get_rank()
+
+    def fn(x):
+        return funcol.all_reduce(x * 2, "max", group)
+
+    return _run_expecting_error(fn, torch.ones(2, 3 + rank))
+
+
+def missing_collective_case():
+    group = dist.new_group([0, 1])
+    rank = dist.get_rank()
+
+    def fn(x):
+        if rank == 0:
+            return funcol.all_reduce(x + 1, "sum", group)
+        return x + 1
+
+    os.environ["OP_PLUGIN_COLLECTIVE_TIMEOUT"] = "3"
+    try:
+        return _run_expecting_error(fn, torch.ones(4))
+    finally:
+        os.environ["OP_PLUGIN_COLLECTIVE_TIMEOUT"] = "30"
+
+
+# ---- tests (parent side) ---------------------------------------------------------------------------
+
+def test_different_collectives_fail_on_both_ranks(ranks):
+    messages = ranks(2).run(different_collectives_case)
+    assert all(m is not None and "rank-divergent" in m for m in messages), messages
+    assert "HcomAllReduce (node 'HcomAllReduce" in messages[0] and "runs HcomAllGather" in messages[0], messages[0]
+    assert "HcomAllGather (node 'HcomAllGather" in messages[1] and "runs HcomAllReduce" in messages[1], messages[1]
+
+
+def test_different_shapes_fail_on_both_ranks(ranks):
+    messages = ranks(2).run(different_shapes_case)
+    for rank, message in enumerate(messages):
+        assert message is not None and "another shape" in message, message
+        assert f"float32 [2, {3 + rank}]" in message and f"float32 [2, {4 - rank}]" in message, message
+
+
+def test_missing_collective_fails_when_the_wait_ends(ranks):
+    messages = ranks(2).run(missing_collective_case, timeout=60)
+    assert messages[1] is None  # its graph has no collective: it runs
+    assert "HcomAllReduce (node 'HcomAllReduce" in messages[0] and "rank(s) [1]" in messages[0], messages[0]
+    assert "did not reach" in messages[0] and "within 3 s" in messages[0], messages[0]
