@@ -78,7 +78,7 @@ if __name__ == "__rank_worker__":
 
 # ---- the parent (pytest) side -----------------------------------------------------------------------
 
-import pytest  # noqa: E402  (the rank processes do not need it)
+import pytest  # here, not at the top: the rank processes do not need it
 
 
 def _free_port() -> int:

@@ -78,8 +78,8 @@ def parse_group_name(group: str) -> tuple[str, list[int]]:
 
 def process_group(group: str):
     """The process group a graph's `group` attr names, from this process's torch.distributed."""
-    c10d = _distributed()
     tag, ranks = parse_group_name(group)
+    c10d = _distributed()
     key = tag if not tag or tag.startswith(("ptd:", "user:")) else f"user:{tag}"
     for pg in c10d._world.tags_to_pg.get(key, []):  # pylint: disable=protected-access
         if c10d.get_process_group_ranks(pg) == ranks:
