@@ -70,6 +70,9 @@ def _serve(rank: int, world: int, port: int, tasks, results) -> None:
         except BaseException:  # noqa: BLE001  (reported to the parent with its traceback)
             results.put((case_id, rank, "error", traceback.format_exc()))
     dist.destroy_process_group()
+    results.close()
+    results.join_thread()
+    os._exit(0)  # every answer is flushed; the interpreter's shutdown (TorchAir's atexit hooks) is not needed
 
 
 if __name__ == "__rank_worker__":
@@ -128,38 +131,48 @@ class RankGroup:
     def _collect(self, case_id, timeout: float, what: str) -> dict:
         deadline = time.monotonic() + timeout
         values, errors = {}, {}
+        grace = None  # after the first error the others get a short while to report
         while len(values) + len(errors) < self.world:
-            remaining = deadline - time.monotonic()
-            if errors:  # the others get a short while to report before the group is torn down
-                remaining = min(remaining, 10.0)
-            try:
-                got_id, rank, status, value = self.results.get(timeout=max(remaining, 0.01))
-            except queue.Empty:
+            remaining = min(deadline, grace or deadline) - time.monotonic()
+            if remaining <= 0:
                 break
+            try:
+                got_id, rank, status, value = self.results.get(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                dead = [rank for rank, process in enumerate(self.processes) if not process.is_alive()]
+                for rank in dead:
+                    if rank not in values and rank not in errors:
+                        errors[rank] = f"the rank process exited (exit code {self.processes[rank].exitcode})"
+                if errors and grace is None:
+                    grace = time.monotonic() + 10.0
+                continue
             if got_id != case_id and status != "ready":
                 continue  # a late answer to a case that already failed
             if status == "error":
                 errors[rank] = value
+                grace = grace or time.monotonic() + 10.0
             else:
                 values[rank] = value
         if len(values) == self.world:
             return values
-        self.close()
+        self.close(wait=0.0)  # a rank may be stuck in a collective: no goodbye
         silent = sorted(set(range(self.world)) - set(values) - set(errors))
         report = [f"{what} failed on {len(errors)} rank(s) of {self.world}"]
         if silent:
-            report.append(f"rank(s) {silent} gave no answer within {timeout:g} s (killed)")
+            waited = f"{timeout:g} s" if not errors else "10 s after the first error"
+            report.append(f"rank(s) {silent} gave no answer within {waited} (killed)")
         report += [f"--- rank {rank} ---\n{text}" for rank, text in sorted(errors.items())]
         pytest.fail("\n".join(report), pytrace=False)
         return {}
 
-    def close(self) -> None:
+    def close(self, wait: float = 10.0) -> None:
+        """Ask the ranks to leave, give them `wait` seconds, then kill those still running."""
         for tasks in self.tasks:
             try:
                 tasks.put(None)
             except (OSError, ValueError):
                 pass
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + wait
         for process in self.processes:
             process.join(timeout=max(deadline - time.monotonic(), 0.1))
         for process in self.processes:

@@ -1,9 +1,12 @@
 """A rank-divergent graph is an error naming the node on the ranks that run it, never a hang: ranks
 that run different collectives, or the same one on different shapes, fail at once when they agree
-on it; a rank waiting for a peer whose graph has no collective fails when its bounded wait ends.
+on it; a rank waiting for a peer whose graph has no collective fails when its bounded wait ends;
+and a case stuck past its timeout is killed by the fixture.
 Each case uses a process group of its own, so the session's group stays in step."""
 import os
+import time
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
@@ -83,3 +86,21 @@ def test_missing_collective_fails_when_the_wait_ends(ranks):
     assert messages[1] is None  # its graph has no collective: it runs
     assert "HcomAllReduce (node 'HcomAllReduce" in messages[0] and "rank(s) [1]" in messages[0], messages[0]
     assert "did not reach" in messages[0] and "within 3 s" in messages[0], messages[0]
+
+
+# ---- the fixture's own bound -----------------------------------------------------------------------
+
+def stuck_case():
+    """Rank 1 sleeps instead of joining an (eager) all_reduce: both outlast the case's timeout."""
+    if dist.get_rank() == 1:
+        time.sleep(600)
+    dist.all_reduce(torch.ones(1))
+
+
+def test_a_stuck_case_is_killed_at_its_timeout(fresh_ranks):
+    group = fresh_ranks(2)
+    start = time.monotonic()
+    with pytest.raises(pytest.fail.Exception, match=r"rank\(s\) \[0, 1\] gave no answer within 3 s \(killed\)"):
+        group.run(stuck_case, timeout=3)
+    assert time.monotonic() - start < 20
+    assert not group.alive
