@@ -9,7 +9,7 @@ imports run one way (checked by `lint-imports`, see docs/design.md):
 `_base` -> `_ge` -> `_spec` -> `_registry` -> `_lowering` -> `_simulator` -> `_backend` -> `_tools`.
 """
 from . import _backend
-from ._backend import NpuGraphConfig, npugraph_backend
+from ._backend import NpuGraphConfig, load_torchair, npugraph_backend
 from ._base.errors import MissingImplementationError, OpPluginError, YamlSpecError
 from ._registry.decorators import backward, converter, meta, reference, setup_context
 from ._registry.load import load_yaml
@@ -18,7 +18,7 @@ from ._tools.compare import CompareReport, compare
 from ._tools.inspect import InspectReport, inspect
 
 __all__ = [
-    "backward", "converter", "load_yaml", "meta", "reference", "setup_context", "npugraph_backend",
+    "backward", "converter", "load_torchair", "load_yaml", "meta", "reference", "setup_context", "npugraph_backend",
     "NpuGraphConfig", "inspect", "InspectReport", "compare", "CompareReport",
     "MissingImplementationError", "OpPluginError", "YamlSpecError", "shipped_yaml_files",
 ]

@@ -194,6 +194,24 @@ def load_torchair_for_host(force_simulator: bool = False) -> tuple[Any, bool]:
     return _simulator.load_torchair(), True
 
 
+def load_torchair() -> Any:
+    """The `torchair` module of this host, with every YAML op lowered: TorchAir's own API
+    (`torchair.get_npu_backend(compiler_config=...)`, its graph and data dumps, `frozen_parameter`,
+    `register_fx_node_ge_converter`, `ge.custom_op`) then works with YAML ops, as on an Ascend host.
+
+    On an Ascend host this is torch_npu's TorchAir (`import torchair` works too). On a CPU host it
+    is the simulator's (the unpacked torch-npu wheel; `import torchair` works after this call):
+    the YAML ops' converters are installed on it, and their custom GE types get an IR prototype
+    and an executor kernel, now for the YAML loaded so far and at `load_yaml` for later ones. Any
+    order of calls works (before or after `load_yaml`, before or after an npugraph compile);
+    calling it again returns the same module."""
+    torchair, simulated = load_torchair_for_host()
+    # On the simulator, custom GE types also need an IR prototype and an executor kernel.
+    install_converters(torchair, op_hook=_simulator.lowering_hook if simulated else None)
+    refresh_library_converters()  # a model library imported since (transformers' MoE ops)
+    return torchair
+
+
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGraphConfig,
                   force_simulator: bool = False) -> Callable:
     torchair, simulated = load_torchair_for_host(force_simulator)

@@ -7,7 +7,9 @@
 - an op with a custom GE type gets its IR prototype registered (so TorchAir's `ge.custom_op`
   finds it) and an executor kernel that runs the op's reference kernel on the node's inputs and
   attrs, whose results are checked against the op's Meta function;
-- an op with a hand-written converter needs nothing here: its converter emits built-in ops.
+- an op with a hand-written converter and a custom `ge.type` gets them too, so its converter can
+  emit that type with `ge.custom_op` (unless another op owns the type); with a built-in type, or
+  none, it needs nothing here.
 """
 from __future__ import annotations
 
@@ -27,20 +29,27 @@ from ..._registry.op_state import OpState, loaded, state
 from ..._spec.ge_prototype import ge_outputs, ir_prototype
 from ..._spec.model import OpSpec
 from ..interpreter.executor import GeExecutionError
-from .ir_registry import builtin_prototype, register_ir_prototype
+from .ir_registry import builtin_prototype, register_ir_prototype, registered_ir_prototype
 from ..interpreter.kernels import register_ge_kernel
 
 
 def lowering_hook(st: OpState) -> RegistrationHandle | None:
     spec = st.spec
-    if spec.ge is None or st.converter is not None:
+    if spec.ge is None:
         return None
     builtin = builtin_prototype(spec.ge.type)
     if builtin is not None:
-        check_against_builtin(spec, builtin)
+        if st.converter is None:
+            check_against_builtin(spec, builtin)
         return None
     owner = _other_owner(spec)
-    if owner is not None:
+    if st.converter is not None:
+        # A hand-written converter may emit the declared custom type itself (`ge.custom_op`), as
+        # TorchAir users wrap their own Ascend C op: the type keeps its prototype and kernel, as
+        # CANN would have them on an Ascend host. Unless another op already owns the type.
+        if owner is not None or registered_ir_prototype(spec.ge.type) is not None:
+            return None
+    elif owner is not None:
         raise OpPluginError(f"{spec.field('ge.type')}: custom GE type {spec.ge.type} is already the type of "
                             f"{owner.qualname} ({owner.location.file_line}); a custom GE type runs one kernel, so "
                             "it belongs to one op: give this op its own `ge.type`")

@@ -1,0 +1,131 @@
+"""A TorchAir user's habits on a CPU host, each in a fresh process (issue 25).
+
+The script below is what an engineer who already uses TorchAir writes: `op_plugin.load_torchair()`
+for the `torchair` module, `torchair.get_npu_backend(compiler_config=CompilerConfig())` with a
+pbtxt graph dump and `frozen_parameter`, on a model using YAML ops: one with a custom GE type
+lowered from `ge:`, one whose hand-written converter emits its declared custom type with
+`ge.custom_op`. It runs in both call orders (TorchAir loaded before or after the YAML) and after
+an npugraph compile, and never needs an npugraph compile first.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+YAML = """\
+ops:
+  - func: npu_habit_scale(Tensor x, Tensor gamma, float eps=1e-6) -> Tensor
+    outputs: [{size: x.shape, dtype: x}]
+    dtypes: [float32]
+    ge: {type: NpuHabitScale}
+  - func: npu_habit_twice(Tensor x) -> Tensor
+    outputs: [{size: x.shape, dtype: x}]
+    dtypes: [float32]
+    ge: {type: NpuHabitTwice}
+"""
+
+SCRIPT = """\
+import glob, os, sys, warnings
+import torch
+import op_plugin
+
+ORDER = sys.argv[1]
+YAML = sys.argv[2]
+DUMP = sys.argv[3]
+HANDWRITTEN = sys.argv[4] == "handwritten"   # the second op: a hand-written ge.custom_op converter
+
+@op_plugin.reference("npu_habit_scale")
+def habit_scale(x, gamma, eps=1e-6):
+    return x * gamma / (gamma.abs().max() + eps)
+
+@op_plugin.reference("npu_habit_twice")
+def habit_twice(x):
+    return x * 2
+
+if HANDWRITTEN:
+    @op_plugin.converter("npu_habit_twice")
+    def habit_twice_ge(x, meta_outputs=None):
+        from torchair import ge     # TorchAir's own API: the declared custom type, by hand
+        return ge.custom_op("NpuHabitTwice", inputs={"x": x}, outputs=["y"])
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gamma = torch.nn.Parameter(torch.randn(16))
+        self.w = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = torch.ops.npu.npu_habit_scale(self.w(x), self.gamma)
+        return torch.ops.npu.npu_habit_twice(y) + 1
+
+if ORDER == "npugraph_first":
+    op_plugin.load_yaml(YAML)
+    warm = torch.compile(lambda x: torch.ops.npu.npu_habit_scale(x, x), backend="npugraph")
+    warm(torch.randn(4))
+    torchair = op_plugin.load_torchair()
+elif ORDER == "torchair_first":
+    torchair = op_plugin.load_torchair()
+    op_plugin.load_yaml(YAML)
+else:
+    op_plugin.load_yaml(YAML)
+    torchair = op_plugin.load_torchair()
+
+from torchair import CompilerConfig
+
+model = Model().eval()
+x = torch.randn(4, 16)
+with torch.no_grad():
+    expected = model(x)
+
+config = CompilerConfig()
+config.debug.graph_dump.type = "pbtxt"
+config.debug.graph_dump.path = DUMP
+config.experimental_config.frozen_parameter = True
+backend = torchair.get_npu_backend(compiler_config=config)
+compiled = torch.compile(model, backend=backend)
+with torch.no_grad():
+    got = compiled(x)
+torch.testing.assert_close(got, expected)
+dumps = glob.glob(os.path.join(DUMP, "*.pbtxt"))
+assert dumps, f"no pbtxt dump in {DUMP}: {os.listdir(DUMP)}"
+text = "".join(open(p).read() for p in dumps)
+assert "NpuHabitScale" in text and "NpuHabitTwice" in text, "custom types missing from the dump"
+print("HABITS OK", ORDER)
+"""
+
+
+def run_habits(tmp_path, order: str, handwritten: bool = True) -> subprocess.CompletedProcess:
+    yaml_path = tmp_path / "habit_ops.yaml"
+    yaml_path.write_text(YAML)
+    script = tmp_path / "habits.py"
+    script.write_text(SCRIPT)
+    dump = tmp_path / "dumps"
+    dump.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    return subprocess.run([sys.executable, str(script), order, str(yaml_path), str(dump),
+                           "handwritten" if handwritten else "yaml"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+
+
+def _check(proc, order):
+    assert proc.returncode == 0 and f"HABITS OK {order}" in proc.stdout, \
+        textwrap.shorten(proc.stdout, 2000) + "\n" + proc.stderr[-4000:]
+
+
+@pytest.mark.parametrize("order", ["torchair_first", "yaml_first"])
+def test_get_npu_backend_with_yaml_custom_types_no_warm_up(tmp_path, order):
+    """Items 1-3: op_plugin.load_torchair() is enough, in either order, for get_npu_backend, a pbtxt
+    dump and frozen_parameter on YAML ops with custom GE types (no npugraph compile first)."""
+    _check(run_habits(tmp_path, order, handwritten=False), order)
+
+
+@pytest.mark.parametrize("order", ["torchair_first", "yaml_first", "npugraph_first"])
+def test_torchair_habits_in_a_fresh_process(tmp_path, order):
+    """Item 4 too: a hand-written converter emits the YAML-declared custom type with ge.custom_op."""
+    proc = run_habits(tmp_path, order)
+    assert proc.returncode == 0 and f"HABITS OK {order}" in proc.stdout, \
+        textwrap.shorten(proc.stdout, 2000) + "\n" + proc.stderr[-4000:]
