@@ -129,3 +129,57 @@ def test_torchair_habits_in_a_fresh_process(tmp_path, order):
     proc = run_habits(tmp_path, order)
     assert proc.returncode == 0 and f"HABITS OK {order}" in proc.stdout, \
         textwrap.shorten(proc.stdout, 2000) + "\n" + proc.stderr[-4000:]
+
+
+USER_WINS = """\
+import sys, warnings
+import torch
+import op_plugin
+
+ORDER, YAML = sys.argv[1], sys.argv[2]
+
+@op_plugin.reference("npu_habit_scale")
+def habit_scale(x, gamma, eps=1e-6):
+    return x * gamma / (gamma.abs().max() + eps)
+
+@op_plugin.reference("npu_habit_twice")
+def habit_twice(x):
+    return x * 2
+
+op_plugin.load_yaml(YAML)
+if ORDER == "private_loader":      # TorchAir loaded without op_plugin's installation, as before
+    from op_plugin._simulator import load_torchair
+    torchair = load_torchair()
+else:
+    torchair = op_plugin.load_torchair()
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+
+    @torchair.register_fx_node_ge_converter(torch.ops.npu.npu_habit_twice.default)
+    def users_twice(x, meta_outputs=None):
+        from torchair.ge._ge_graph import get_default_ge_graph
+        from torchair._ge_concrete_graph import ge_apis as ge
+        return ge.Mul(x, ge.Const(3.0))     # the user's lowering: x * 3 (the reference says x * 2)
+
+    f = torch.compile(lambda x: torch.ops.npu.npu_habit_twice(x), backend="npugraph")
+    out = f(torch.ones(4))
+messages = [str(w.message) for w in caught if "users_twice" in str(w.message)]
+assert out.tolist() == [3.0] * 4, f"op_plugin's converter replaced the user's: {out}"
+assert messages and "op_plugin" in messages[0] and "NpuHabitTwice" in messages[0], [str(w.message) for w in caught]
+print("USER WINS", ORDER)
+"""
+
+
+@pytest.mark.parametrize("order", ["public_loader", "private_loader"])
+def test_users_torchair_converter_wins_with_a_warning(tmp_path, order):
+    """Item 5: a user's torchair.register_fx_node_ge_converter on a YAML op wins over op_plugin's,
+    whether op_plugin installs before (as on an Ascend host) or after it (the first npugraph
+    compile after a private load), with a warning naming both."""
+    yaml_path = tmp_path / "habit_ops.yaml"
+    yaml_path.write_text(YAML)
+    script = tmp_path / "user_wins.py"
+    script.write_text(USER_WINS)
+    proc = subprocess.run([sys.executable, str(script), order, str(yaml_path)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    assert proc.returncode == 0 and f"USER WINS {order}" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]

@@ -18,11 +18,20 @@ A host may add its own per-op pieces with `op_hook(state) -> RegistrationHandle 
 simulator registers IR prototypes and executor kernels for custom GE types). If anything fails,
 everything done so far is taken back and the next compile tries again.
 
+Who wins when a user registers a TorchAir converter (`torchair.register_fx_node_ge_converter`) on
+a YAML op: the user's, on both hosts, with a warning naming both. On an Ascend host op_plugin
+installs at import, so a user's registration always comes later and replaces op_plugin's; on a
+CPU host the installation may come later (the first npugraph compile), and then it keeps a user's
+converter it finds instead of overwriting it. The installation wraps the host TorchAir's
+`register_fx_node_ge_converter` to say so when a user's registration replaces op_plugin's.
+
 `refresh_library_converters()` runs at every compile after that: a model library imported since
 (transformers' MoE ops) gets its converters then.
 """
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -60,13 +69,77 @@ class _Installation:
 
     def register_converter(self, st: OpState) -> RegistrationHandle:
         spec = st.spec
+        op = op_overload(spec)
         if st.converter is not None:
-            fn = st.converter
+            fn, what = st.converter, f"@op_plugin.converter {_name(st.converter)}"
         elif spec.ge is not None:
-            fn = generated_converter(spec, self.torchair)
+            fn, what = generated_converter(spec, self.torchair), f"the converter generated from `ge:` ({spec.ge.type})"
         else:
-            fn = missing_mapping_converter(spec)
-        return swap_converter(self.torchair, op_overload(spec), fn, f"GE converter of {spec.qualname}")
+            fn, what = missing_mapping_converter(spec), "its missing-mapping converter"
+        users = _users_converter(op)
+        if users is not None:
+            _warn_users_wins(op, users, what)
+            return RegistrationHandle(lambda: None, f"GE converter of {spec.qualname} (the user's kept)")
+        _OURS[op] = what
+        _SWAPPING[0] += 1
+        try:
+            handle = swap_converter(self.torchair, op, fn, f"GE converter of {spec.qualname}")
+        finally:
+            _SWAPPING[0] -= 1
+        _OURS_CONVERTER[op] = op.__dict__.get("_ge_converter")
+        return handle
+
+
+_OURS: dict[Any, str] = {}            # YAML op -> what op_plugin installed on it
+_OURS_CONVERTER: dict[Any, Any] = {}  # YAML op -> the converter object op_plugin put there
+_SWAPPING = [0]                       # > 0 while op_plugin itself registers
+
+
+def _name(fn: Any) -> str:
+    fn = getattr(fn, "__wrapped__", fn)
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _users_converter(op: Any) -> Any | None:
+    """A converter on a YAML op that op_plugin did not put there (a user's), or None."""
+    current = op.__dict__.get("_ge_converter")
+    if current is None or current is _OURS_CONVERTER.get(op):
+        return None
+    if str(getattr(getattr(current, "__wrapped__", current), "__module__", "")).startswith("torchair"):
+        return None  # TorchAir's own (a torch_npu op's): op_plugin's YAML op replaces it, as before
+    return current
+
+
+def _warn_users_wins(op: Any, users: Any, ours: str) -> None:
+    warnings.warn(f"{op}: your TorchAir converter {_name(users)} (torchair.register_fx_node_ge_converter) is "
+                  f"used instead of op_plugin's {ours}; the user's converter wins, on a CPU host as on an "
+                  "Ascend host", UserWarning, stacklevel=3)
+
+
+def _wrap_register(torchair: Any) -> None:
+    """Make the host TorchAir's `register_fx_node_ge_converter` warn when a user's registration
+    replaces op_plugin's converter of a YAML op (the user's then wins, as on an Ascend host)."""
+    original = torchair.register_fx_node_ge_converter
+    if getattr(original, "_op_plugin_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def register_fx_node_ge_converter(aten_op):
+        registrar = original(aten_op)
+        if _SWAPPING[0] or aten_op not in _OURS:
+            return registrar
+
+        def register(fn):
+            replaced = aten_op.__dict__.get("_ge_converter") is _OURS_CONVERTER.get(aten_op)
+            result = registrar(fn)
+            if replaced:
+                _warn_users_wins(aten_op, fn, _OURS[aten_op])
+            return result
+
+        return register
+
+    register_fx_node_ge_converter._op_plugin_wrapped = True
+    torchair.register_fx_node_ge_converter = register_fx_node_ge_converter
 
 
 _installed: _Installation | None = None
@@ -79,6 +152,7 @@ def install_converters(torchair: Any, op_hook: OpHook | None = None) -> None:
     if _installed is not None:
         return
     installation = _Installation(torchair, op_hook)
+    _wrap_register(torchair)
     with HandleGroup("lowering installation") as done:
         done.add(install_aten_converters(installation.api))
         done.add(install_library_converters(installation.api))
