@@ -10,10 +10,12 @@ converters in `aten_completions`.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .cases import F32, Support, T
-from .registry import aten_converter
+from .registry import aten_converter, library_converter
 from .torchair_api import TorchAirApi
 
 
@@ -176,3 +178,97 @@ def sym_min(ta: TorchAirApi, a, b, meta_outputs=None):
     """`torch.sym_min`: as `torch.sym_max`, with Python's min and GE `Minimum` (`min(length, end)`
     in sliding-window attention)."""
     return _sym_extreme(ta, a, b, min, "Minimum", meta_outputs)
+
+
+@aten_converter(torch.ops.aten.index_copy.default, when="missing",
+                cases=[Support(F32(1, 2, 8, 4), 2, T([3, 4], dtype=torch.int64), F32(1, 2, 2, 4)),
+                       Support(F32(6, 3), 0, T([5, 0, 2], dtype=torch.int64), F32(3, 3)),
+                       Support(F32(4, 5), -1, T([1], dtype=torch.int64), F32(4, 1))])
+def index_copy(ta: TorchAirApi, self, dim, index, source, meta_outputs=None):
+    """`aten.index_copy`: TorchAir's converter raises NotImplementedError; transformers' static
+    KV cache (`StaticCache.update`, `generate(..., cache_implementation="static")`, the setting
+    transformers recommends for torch.compile) writes each step's keys and values with
+    `k_cache.index_copy_(2, cache_position, k)`. aten semantics (native_functions.yaml
+    index_copy: `self[..., index[i], ...] = source[..., i, ...]` along `dim`, index 1-D or 0-d;
+    repeated indices: unspecified which source slice wins); torch_npu's eager kernel is
+    aclnnIndexCopy (Ascend/op-plugin op_plugin/ops/opapi/IndexCopyKernelNpuOpApi.cpp). GE has no
+    IndexCopy prototype in TorchAir's op set; lowered as `ScatterElements(self, index broadcast to
+    source's shape along dim, source, axis=dim)`, the op op_plugin's `index_put` uses."""
+    ge, const = ta.ge, ta.graph.Const
+    rank = self.rank
+    dim = dim + rank if dim < 0 else dim
+    if rank == 0:
+        return ge.Reshape(source, ge.Shape(self))
+    spread = ge.Reshape(index, const([1] * dim + [-1] + [1] * (rank - dim - 1)))
+    indices = ge.BroadcastTo(spread, ge.Shape(source))
+    return ge.ScatterElements(self, indices, ge.Reshape(source, ge.Shape(indices)), axis=dim)
+
+
+@aten_converter(torch.ops.aten._assert_tensor_metadata.default, when="missing",
+                cases=[Support(F32(2, 3), None, None, torch.float32)])
+def assert_tensor_metadata(ta: TorchAirApi, a, size=None, stride=None, dtype=None, *, device=None, layout=None,
+                           meta_outputs=None):
+    """`aten._assert_tensor_metadata` (no output): non-strict `torch.export` leaves it in the
+    exported module (`ep.module()`) after each dtype conversion, to check the tensor's dtype,
+    device and layout at run time; TorchAir has no converter. The check concerns the traced
+    tensor, whose metadata the FX graph already fixed when it was traced (AOT autograd ran it on
+    fake tensors, which raise on a mismatch), so it adds nothing to the GE graph, as Inductor
+    lowers it to nothing (torch/_inductor/lowering.py registers it as a no-op). torch_npu has no
+    kernel of its own (a CompositeExplicit check in ATen)."""
+    del ta, a, size, stride, dtype, device, layout, meta_outputs
+    return None
+
+
+@library_converter("prims::fma", cases=[Support(F32(4, 3), F32(4, 3), F32(4, 3)), Support(F32(4, 3), F32(3), F32(4, 1))])
+def prims_fma(ta: TorchAirApi, a, b, c, meta_outputs=None):
+    """`prims.fma(a, b, c) = a * b + c` (registered by torch/_inductor/inductor_prims.py, hence a
+    library op: installed at the first compile after dynamo imports it): dynamo decomposes
+    `t.addcmul_(t1, t2, value=v)` into `fma(t1 * t2, v, t)` (torch/_dynamo/variables/tensor.py
+    `method_addcmul_`, under `enable_dynamo_decompositions`, the default) in a compiled optimizer step (`torch.compile(opt.step)` for Adam/AdamW: `exp_avg_sq.mul_
+    (beta2).addcmul_(grad, grad, value=1 - beta2)`), and TorchAir has no prims.fma converter.
+    Lowered to the CANN op torch_npu's eager addcmul runs, `Addcmul(input_data=c, x1=a, x2=b,
+    value=1)` (Ascend/op-plugin op_plugin/ops/opapi/AddcmulKernelNpuOpApi.cpp, aclnnAddcmul;
+    REG_OP Addcmul: y = input_data + value * x1 * x2), inputs promoted to the node's dtype."""
+    dtype = meta_outputs.dtype
+    a, b, c = ta.dtype_promote(a, b, c, target_dtype=dtype)
+    value = ta.dtype_promote(1, target_dtype=dtype)
+    return ta.ge.Addcmul(c, a, b, value)
+
+
+@aten_converter(torch.ops.aten.softplus.default, when="missing",
+                cases=[Support(F32(4, 8, value_range=(-30, 30))), Support(F32(4, 8), 2.0, 5.0),
+                       Support(F32(3, 5, value_range=(-4, 4)), 0.5, 1.0)])
+def softplus(ta: TorchAirApi, self, beta=1, threshold=20, meta_outputs=None):
+    """`aten.softplus`: TorchAir's converter raises NotImplementedError; state-space models
+    (Mamba, Mamba2, Jamba: `dt = softplus(dt + dt_bias)`) use it. torch_npu's eager softplus is
+    aclnnSoftplus with beta and threshold (Ascend/op-plugin op_plugin/ops/opapi/
+    SoftplusKernelNpuOpApi.cpp; the aclop path runs GE `SoftplusV2`). Lowered to `SoftplusV2(x,
+    beta, threshold)` (REG_OP SoftplusV2: y = log(1 + exp(beta * x)) / beta, or x where beta * x
+    > threshold, torch's definition)."""
+    return ta.ge.SoftplusV2(self, beta=float(beta), threshold=float(threshold))
+
+
+@aten_converter(torch.ops.aten.amax.default, when="missing",
+                cases=[Support(F32(3, 4, 5), [1], True), Support(F32(3, 4, 5), [-1]),
+                       Support(F32(3, 4)), Support(F32(2, 3, 4), [0, 2], False)])
+def amax(ta: TorchAirApi, self, dim=(), keepdim=False, meta_outputs=None):
+    """`aten.amax`: TorchAir's converter raises NotImplementedError (`x.amax(dim)`, and the
+    max-subtraction of hand-written stable softmax/logsumexp code). torch_npu's eager amax is
+    aclnnAmax (Ascend/op-plugin op_plugin/ops/opapi/AmaxKernelNpuOpApi.cpp), the GE op
+    `ReduceMax(x, axes, keep_dims)` TorchAir's own `aten.max.dim` and `logsumexp` converters use;
+    `dim=[]` reduces every dim (aten's convention)."""
+    dims = list(dim) if dim else list(range(self.rank))
+    return ta.ge.ReduceMax(self, ta.graph.Const(dims, dtype=ta.graph.DataType.DT_INT64), keep_dims=keepdim)
+
+
+# No declared cases: a case's sizes are static, so no graph holds size arithmetic.
+@aten_converter(math.trunc, when="missing")
+def math_trunc(ta: TorchAirApi, a, meta_outputs=None):
+    """`math.trunc` (size arithmetic in the FX graph: `int(x.shape[0] * 1.5)` with
+    `dynamic=True` leaves `math.trunc` of a symbolic float; torch's sympy printer maps `int()` of
+    a float to it): TorchAir lowers operator.add/mul/... but not this. Python's math.trunc when
+    the value is a Python number, else GE `Cast` to int64 (GE Cast from float to int rounds toward
+    zero, as math.trunc)."""
+    if not isinstance(a, ta.graph.Tensor):
+        return math.trunc(a)
+    return ta.graph.Cast(a, dst_type=ta.graph.DataType.DT_INT64)

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import torch
 
 from .._base.handles import HandleGroup, RegistrationHandle
-from .torchair_api import REPLACED, TorchAirApi, torchair_converter, torchair_lowers
+from .torchair_api import REPLACED, TorchAirApi, converter_table, torchair_converter, torchair_lowers
 
 When = Literal["missing", "completes", "corrects", "library"]
 _WHEN = ("missing", "completes", "corrects")
@@ -110,6 +110,8 @@ def swap_converter(torchair: Any, op: Any, fn: Callable, description: str) -> Re
     """Register `fn` as `op`'s converter through TorchAir's `register_fx_node_ge_converter`; the
     handle restores the converter that was there before (or none), if `fn`'s is still in place
     (a later registration is left alone)."""
+    if not hasattr(op, "__dict__"):
+        return _swap_table_converter(torchair, op, fn, description)
     previous = op.__dict__.get("_ge_converter", _MISSING)
     torchair.register_fx_node_ge_converter(op)(fn)
     ours = op.__dict__.get("_ge_converter")
@@ -121,6 +123,26 @@ def swap_converter(torchair: Any, op: Any, fn: Callable, description: str) -> Re
             op.__dict__.pop("_ge_converter", None)
         else:
             op._ge_converter = previous
+
+    return RegistrationHandle(restore, description)
+
+
+def _swap_table_converter(torchair: Any, op: Any, fn: Callable, description: str) -> RegistrationHandle:
+    """`swap_converter` for a target with no attributes (a builtin such as `math.trunc`), whose
+    converter TorchAir keeps in its table (`converter_table`)."""
+    torchair.register_fx_node_ge_converter(op)  # imports TorchAir's graph module, and so its table
+    table = converter_table()
+    previous = table.get(op, _MISSING)
+    torchair.register_fx_node_ge_converter(op)(fn)
+    ours = table.get(op)
+
+    def restore():
+        if table.get(op) is not ours:
+            return  # a later registration replaced ours: leave it
+        if previous is _MISSING:
+            table.pop(op, None)
+        else:
+            table[op] = previous
 
     return RegistrationHandle(restore, description)
 

@@ -20,6 +20,7 @@ import ast
 import copy
 import importlib
 import inspect
+import sys
 import textwrap
 from collections.abc import Callable
 from typing import Any
@@ -28,9 +29,29 @@ from typing import Any
 REPLACED = "op_plugin_replaced"
 
 
+def converter_table() -> dict:
+    """TorchAir's table of the converters of FX targets that take no attribute (builtins such as
+    `operator.add` or `math.trunc`: TorchAir's `Converter` keeps those in `fx2ge_converter.
+    _CONVERTERS`), or an empty dict before TorchAir's graph module is imported."""
+    for name in ("torchair._ge_concrete_graph.fx2ge_converter",
+                 "torch_npu.dynamo.torchair._ge_concrete_graph.fx2ge_converter"):
+        module = sys.modules.get(name)
+        if module is not None:
+            return module._CONVERTERS
+    return {}
+
+
+def registered_wrapper(op: Any) -> Callable | None:
+    """TorchAir's registered (wrapped) converter of `op`, where TorchAir keeps it, or None."""
+    attrs = getattr(op, "__dict__", None)
+    if attrs is not None:
+        return attrs.get("_ge_converter")
+    return converter_table().get(op)
+
+
 def torchair_converter(op: Any) -> Callable | None:
     """The converter function registered for `op` now (unwrapped), or None if it has none."""
-    wrapper = op.__dict__.get("_ge_converter")
+    wrapper = registered_wrapper(op)
     if wrapper is None:
         return None
     return getattr(wrapper, "__wrapped__", wrapper)

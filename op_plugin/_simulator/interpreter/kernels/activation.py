@@ -329,6 +329,14 @@ def softplus(x):
     return torch.nn.functional.softplus(x)
 
 
+@ge_kernel("SoftplusV2", widen=True)
+def softplus_v2(x, *, beta, threshold):
+    """CANN SoftplusV2 (REG_OP SoftplusV2: input x, output y, attrs beta=1.0, threshold=20.0):
+    y = log(1 + exp(beta * x)) / beta, and y = x where beta * x > threshold; torch's softplus is
+    the same definition, computed in float32 for 16-bit floats."""
+    return torch.nn.functional.softplus(x, beta=beta, threshold=threshold)
+
+
 @ge_kernel("Mish", widen=True)
 def mish(x):
     return torch.nn.functional.mish(x)
