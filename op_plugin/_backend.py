@@ -5,6 +5,7 @@
     torch.compile(model, backend="npugraph", options={"mode": "aclgraph"})           # TorchAir's npugraph_ex
     torch.compile(model, backend=op_plugin.npugraph_backend(mode="ge", dump="txt", dump_dir="dumps"))
     torch.compile(model, backend="npugraph", options={"torchair_gelu": True, "soc": "Ascend950"})
+    torch.compile(model, backend="npugraph", options={"frozen_parameter": True})   # TorchAir's CompilerConfig
 
 On an Ascend host (torch_npu imports and an NPU is present) the graph goes to TorchAir's own
 backend on the NPU. Anywhere else it goes to the simulator: the same TorchAir code lowers the graph
@@ -75,6 +76,19 @@ class NpuGraphConfig:
     torchair_view_optimize: bool = field(default=False, metadata={
         "help": "keep TorchAir's view optimisation (enable_view_optimize, TorchAir's default), which npugraph "
                 "leaves off: it can drop a transpose before a reshape"})
+
+    # TorchAir CompilerConfig options, passed through (metadata "torchair": the CompilerConfig attribute).
+    frozen_parameter: bool = field(default=False, metadata={
+        "torchair": "experimental_config.frozen_parameter",
+        "help": "TorchAir's experimental_config.frozen_parameter: parameters and buffers are treated as constant "
+                "inputs of the GE graph (inference)"})
+    keep_inference_input_mutations: bool = field(default=True, metadata={
+        "torchair": "experimental_config.keep_inference_input_mutations",
+        "help": "TorchAir's experimental_config.keep_inference_input_mutations: an in-place update of a graph input "
+                "stays in the graph under no_grad"})
+    topology_sorting_strategy: Literal["BFS", "DFS", "RDFS", "StableRDFS"] = field(default="DFS", metadata={
+        "torchair": "experimental_config.topology_sorting_strategy",
+        "help": "TorchAir's experimental_config.topology_sorting_strategy: the order GE sorts the graph's nodes in"})
 
     def __post_init__(self):
         for spec in option_specs():
@@ -239,6 +253,13 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
     compiler_config = torchair.CompilerConfig()
     compiler_config.mode = "max-autotune"
     compiler_config.experimental_config.enable_view_optimize = config.torchair_view_optimize
+    for f in fields(NpuGraphConfig):  # the CompilerConfig options passed through
+        if "torchair" in f.metadata:
+            owner_path, _, attr = f.metadata["torchair"].rpartition(".")
+            owner = compiler_config
+            for part in owner_path.split(".") if owner_path else ():
+                owner = getattr(owner, part)
+            setattr(owner, attr, getattr(config, f.name))
     if config.dump:
         compiler_config.debug.graph_dump.type = config.dump
         if config.dump_dir:

@@ -183,3 +183,42 @@ def test_users_torchair_converter_wins_with_a_warning(tmp_path, order):
     proc = subprocess.run([sys.executable, str(script), order, str(yaml_path)], capture_output=True, text=True,
                           timeout=300, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=os.getcwd()))
     assert proc.returncode == 0 and f"USER WINS {order}" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+def test_npugraph_passes_compiler_config_options_through(monkeypatch):
+    """Item 6: npugraph takes TorchAir CompilerConfig options (declared as NpuGraphConfig fields, so
+    the CLI flags derive from them) and hands them to TorchAir's CompilerConfig."""
+    import torch
+
+    import op_plugin
+    from op_plugin._backend import option_specs
+
+    torchair = op_plugin.load_torchair()
+    seen = []
+    real = torchair.get_npu_backend
+
+    def spy(*, compiler_config=None, **kwargs):
+        seen.append(compiler_config)
+        return real(compiler_config=compiler_config, **kwargs)
+
+    monkeypatch.setattr(torchair, "get_npu_backend", spy)
+    assert "frozen_parameter" in [s.name for s in option_specs()]
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4, 4))
+
+        def forward(self, x):
+            return x @ self.w
+
+    m = M().eval()
+    x = torch.randn(2, 4)
+    f = torch.compile(m, backend="npugraph", options={"frozen_parameter": True}, fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), m(x))
+    by_hand = torchair.CompilerConfig()
+    by_hand.experimental_config.frozen_parameter = True   # what a TorchAir user writes
+    assert seen and seen[-1].experimental_config.frozen_parameter.value == by_hand.experimental_config.frozen_parameter.value
+    assert seen[-1].experimental_config.frozen_parameter.value != torchair.CompilerConfig().experimental_config.frozen_parameter.value
+    torch._dynamo.reset()
