@@ -1,7 +1,7 @@
 """How people run models (issue 27): plain model code compiled with backend="npugraph" against eager.
 
 A static KV cache written with `index_copy_`, a module from `torch.export` compiled again, a compiled
-AdamW step, a state-space model's softplus, `int()` of a symbolic size, `amax`: each
+AdamW step, a state-space model's softplus, `F.unfold`, `int()` of a symbolic size, `amax`: each
 reaches an op TorchAir does not lower (op_plugin's converters, docs/npu-faithful-lowering.md).
 Oracle: the same code in eager torch; small sizes."""
 import torch
@@ -108,6 +108,12 @@ def test_softplus_matches_eager():
     x = torch.randn(4, 8) * 15
     _check(lambda x: F.softplus(x) + F.softplus(x, beta=2.0, threshold=5.0) * F.softplus(x, beta=0.5, threshold=1.0),
            x)
+
+
+# --- 7. F.unfold --------------------------------------------------------------------------------------------
+
+def test_unfold_matches_eager():
+    _check(lambda x: F.unfold(x, (3, 2), dilation=(1, 2), padding=1, stride=(2, 1)) * 2, torch.randn(2, 3, 7, 6))
 
 
 # --- 8. int() of a symbolic float under dynamic=True -----------------------------------------------------

@@ -272,3 +272,31 @@ def math_trunc(ta: TorchAirApi, a, meta_outputs=None):
     if not isinstance(a, ta.graph.Tensor):
         return math.trunc(a)
     return ta.graph.Cast(a, dst_type=ta.graph.DataType.DT_INT64)
+
+
+def _pair(values, default):
+    values = list(values) if values else [default]
+    return values * 2 if len(values) == 1 else values
+
+
+@aten_converter(torch.ops.aten.im2col.default, when="missing",
+                cases=[Support(F32(2, 3, 7, 6), [3, 2], [1, 2], [1, 1], [2, 1]),
+                       Support(F32(1, 2, 5, 5), [2, 2], [1, 1], [0, 0], [1, 1]),
+                       Support(F32(3, 6, 4), [3, 3], [1, 1], [1, 1], [1, 1])])
+def im2col(ta: TorchAirApi, self, kernel_size, dilation, padding, stride, meta_outputs=None):
+    """`aten.im2col` (`F.unfold`, patch extraction by unfolding): TorchAir's converter raises
+    NotImplementedError. torch_npu's eager im2col runs GE `Im2col` on x in NCHW (Ascend/op-plugin
+    op_plugin/ops/aclops/Im2colKernelNpu.cpp; its opapi path is aclnnIm2col, hicann ops-cv
+    aclnnIm2col: y [N, C * prod(kernel_size), L]): attrs ksizes/strides/dilations [h, w],
+    padding_mode "CALCULATED", pads [ph, ph, pw, pw]; a 3-D input is unsqueezed to a batch of
+    one and squeezed back, as that kernel does. Lowered to the same op, its input and output
+    given the NCHW layout."""
+    utils, ge = ta.utils, ta.ge
+    batched = self.rank == 4
+    x = self if batched else ge.Unsqueeze(self, axes=[0])
+    ph, pw = _pair(padding, 0)
+    y = ge.Im2col(x, ksizes=_pair(kernel_size, 1), strides=_pair(stride, 1), dilations=_pair(dilation, 1),
+                  padding_mode="CALCULATED", pads=[ph, ph, pw, pw])
+    utils.specific_op_input_layout(y, indices=0, layout="NCHW")
+    utils.specific_op_output_layout(y, indices=0, layout="NCHW")
+    return y if batched else ge.Squeeze(y, axis=[0])

@@ -92,6 +92,7 @@ class TorchAirApi:
     - `ta.ge`: GE op builders generated from CANN's REG_OP prototypes (`ta.ge.Swish(x, scale=1.0)`);
     - `ta.graph`: the GE graph module (`Tensor`, `Const`, `Cast`, `DataType`,
       `torch_dtype_value_to_ge_type`);
+    - `ta.utils`: TorchAir's converter helpers (the layout of an op's inputs and outputs);
     - `ta.dynamic_ge`: GE ops with a dynamic number of outputs (`GroupedMatmul`);
     - `ta.dtype_promote(*values, target_dtype=...)`: TorchAir's promotion of converter inputs;
     - `ta.is_arch35()`: TorchAir's check of the SoC generation (arch35: Ascend950);
@@ -127,6 +128,11 @@ class TorchAirApi:
     @property
     def graph(self) -> Any:
         return self._module("ge._ge_graph")
+
+    @property
+    def utils(self) -> Any:
+        """TorchAir's converter helpers (`specific_op_input_layout`, `specific_op_output_layout`, ...)."""
+        return self._module("_ge_concrete_graph.utils")
 
     @property
     def dynamic_ge(self) -> Any:

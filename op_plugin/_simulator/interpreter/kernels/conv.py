@@ -308,3 +308,34 @@ ge_kernel("Conv2DBackpropInput", accepts={"filter": _F16_F32_F64})(_conv_backpro
 ge_kernel("Conv3DBackpropInput", accepts={"filter": _F16_F32_F64})(_conv_backprop_input(3))
 ge_kernel("Conv2DBackpropFilter", accepts={"x": _F16_F32_F64})(_conv_backprop_filter(2))
 ge_kernel("Conv3DBackpropFilter", accepts={"x": _F16_F32_F64})(_conv_backprop_filter(3))
+
+
+@ge_kernel("Im2col", accepts={"x": _FLOATS}, widen=True)
+def im2col(x, *, ksizes, strides, dilations, padding_mode, pads, node):
+    """CANN Im2col (REG_OP Im2col: input x, output y, attrs ksizes, strides={1}, dilations={1},
+    padding_mode="CALCULATED", pads={0}), as torch_npu's eager im2col runs it (Ascend/op-plugin
+    aclops/Im2colKernelNpu.cpp: x in NCHW, ksizes/strides/dilations [h, w], pads [top, bottom,
+    left, right]): y [N, C * kh * kw, L], aten im2col's layout (F.unfold). One-element attrs
+    apply to both spatial dims; padding modes other than CALCULATED and other layouts are refused."""
+    if padding_mode != "CALCULATED":
+        refuse(f"padding_mode {padding_mode!r} is not supported (CALCULATED)")
+    layout = input_layout(node, 0, "NCHW")
+    if layout != "NCHW" or x.dim() != 4:
+        refuse(f"x must be a 4-D NCHW tensor, got layout {layout!r} and shape {list(x.shape)}")
+
+    def pair(name, values):
+        values = int_list(values)
+        if len(values) == 1:
+            return values * 2
+        if len(values) != 2:
+            refuse(f"{name} must have 1 or 2 values, got {values}")
+        return values
+
+    pads = int_list(pads)
+    if len(pads) == 1:
+        pads = pads * 4
+    if len(pads) != 4:
+        refuse(f"pads must have 1 or 4 values [top, bottom, left, right], got {pads}")
+    padded = F.pad(x, (pads[2], pads[3], pads[0], pads[1]))
+    return F.unfold(padded, pair("ksizes", ksizes), dilation=pair("dilations", dilations),
+                    stride=pair("strides", strides))
