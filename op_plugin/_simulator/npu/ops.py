@@ -1,13 +1,17 @@
 """torch_npu's own operators (``torch.ops.npu.npu_rms_norm`` ...) defined on a CPU host.
 
 Code written for an Ascend host calls torch_npu's operators directly. On a CPU host with the
-simulator installed, ``define_npu_ops()`` defines the ops in ``COVERED`` in the ``npu`` namespace
-with one ``torch.library`` fragment, kept by the returned RegistrationHandle (``destroy()``
-undoes it):
+simulator installed, ``define_npu_ops()`` defines every op of the wheel's schema list (the
+``custom:`` section of its codegen YAML, 419 overloads) in the ``npu`` namespace with one
+``torch.library`` fragment, kept by the returned RegistrationHandle (``destroy()`` undoes it):
 
 * schema: the ``custom:`` entry of the wheel's codegen YAML (with its tags);
 * Meta: the wheel's own Meta function, parsed out of ``_meta_registrations.py`` and compiled
-  without importing torch_npu (``npu_ops_wheel``), so FakeTensor tracing matches an NPU host;
+  without importing torch_npu (``npu_ops_wheel``), so FakeTensor tracing matches an NPU host.
+  Ops the wheel has no Python Meta function for (``SCHEMA_ONLY``: torch_npu gives them a C++
+  Meta or none) are defined by schema alone: TorchAir's converters register against them, but
+  tracing them fails with the dispatcher's "no Meta kernel" error. An op whose schema cannot be
+  defined on this torch is skipped and listed by ``undefined_ops()`` with the reason;
 * CPU: a reference kernel (``npu_ops_reference``, ``npu_ops_attention``) where one exists;
 * Autograd: a refusal when an input requires grad (no backward is covered; torch's fallback
   would otherwise differentiate the CPU kernel's insides with only a warning).
@@ -40,7 +44,8 @@ from ..._base import wheel as install  # where the unpacked wheel is, and whethe
 
 NAMESPACE = "npu"
 
-# torch_npu ops defined here; those with a CPU reference kernel are in CPU_KERNELS.
+# torch_npu ops with CPU reference kernels and GE kernels, tested end to end (every other op of the
+# wheel's list is defined too, by schema and Meta); the kernels are in CPU_KERNELS.
 COVERED = (
     "npu_rms_norm",
     "npu_add_rms_norm",
@@ -54,6 +59,8 @@ CPU_KERNELS = {**npu_ops_reference.KERNELS, **npu_ops_attention.KERNELS}
 
 _lock = threading.Lock()
 _handle: RegistrationHandle | None = None
+_undefined: dict[str, str] = {}   # op (with overload) -> why its schema could not be defined here
+_schema_only: list[str] = []      # ops defined without a Meta function (the wheel has none)
 
 
 def torch_npu_present() -> bool:
@@ -75,39 +82,79 @@ def define_npu_ops() -> RegistrationHandle | None:
         folder = install.simulator_dir()
         if install.missing_parts(folder):
             return None
-        names = [name for name in COVERED if not _defined(name)]
-        _handle = _define(folder / "torch_npu", names)
+        _handle = _define(folder / "torch_npu")
         return _handle
 
 
+def undefined_ops() -> dict[str, str]:
+    """The wheel's ops (with overload) that the last define_npu_ops() could not define, with the reason."""
+    return dict(_undefined)
+
+
+def schema_only_ops() -> list[str]:
+    """The wheel's ops defined by schema alone: the wheel has no Python Meta function for them."""
+    return list(_schema_only)
+
+
+def _split(name: str) -> tuple[str, str]:
+    base, _, overload = name.partition(".")
+    return base, overload
+
+
 def _defined(name: str) -> bool:
-    return torch._C._dispatch_has_kernel(f"{NAMESPACE}::{name}") or _has_schema(name)
+    base, overload = _split(name)
+    if not overload and torch._C._dispatch_has_kernel(f"{NAMESPACE}::{base}"):
+        return True
+    return _has_schema(base, overload)
 
 
-def _has_schema(name: str) -> bool:
+def _has_schema(name: str, overload: str = "") -> bool:
     try:
-        torch._C._dispatch_find_schema_or_throw(f"{NAMESPACE}::{name}", "")
+        torch._C._dispatch_find_schema_or_throw(f"{NAMESPACE}::{name}", overload)
     except RuntimeError:
         return False
     return True
 
 
-def _define(wheel_root, names) -> RegistrationHandle:
-    schemas = npu_ops_wheel.schema_entries(wheel_root, names)
-    metas = npu_ops_wheel.meta_functions(wheel_root, names)
+def _define(wheel_root) -> RegistrationHandle:
+    entries = npu_ops_wheel.all_schema_entries(wheel_root)
+    names = [name for name in entries if not _defined(name)]  # a user's own definition is left alone
+    metas = npu_ops_wheel.meta_functions(wheel_root)  # every Meta function the wheel registers
     library = torch.library.Library(NAMESPACE, "FRAGMENT")  # pylint: disable=no-member
+    undefined, schema_only = {}, []
     try:
         for name in names:
-            tags = tuple(getattr(torch.Tag, tag) for tag in schemas[name].tags)
-            library.define(schemas[name].schema, tags=tags)
-            library.impl(name, metas[name], "Meta")
+            reason = _define_schema(library, entries[name])
+            if reason:
+                undefined[name] = reason
+                continue
+            if name in metas:
+                library.impl(name, metas[name], "Meta")
+            else:
+                schema_only.append(name)
             library.impl(name, _no_gradient_kernel(name), "Autograd", with_keyset=True)
             if name in CPU_KERNELS:
                 library.impl(name, CPU_KERNELS[name], "CPU")
     except BaseException:
         library._destroy()  # pylint: disable=protected-access
         raise
-    return RegistrationHandle(lambda: _undefine(library), f"torch_npu ops on the CPU simulator ({len(names)})")
+    _undefined.clear()
+    _undefined.update(undefined)
+    _schema_only[:] = schema_only
+    count = len(names) - len(undefined)
+    return RegistrationHandle(lambda: _undefine(library), f"torch_npu ops on the CPU simulator ({count})")
+
+
+def _define_schema(library, entry) -> str:
+    """Define one schema; "" when done, else why this torch refuses it."""
+    unknown = [tag for tag in entry.tags if not hasattr(torch.Tag, tag)]
+    if unknown:
+        return f"its tags {unknown} are not tags of torch {torch.__version__}"
+    try:
+        library.define(entry.schema, tags=tuple(getattr(torch.Tag, tag) for tag in entry.tags))
+    except RuntimeError as error:
+        return f"torch {torch.__version__} refuses its schema: {str(error).splitlines()[0]}"
+    return ""
 
 
 def _no_gradient_kernel(name: str):
@@ -119,7 +166,8 @@ def _no_gradient_kernel(name: str):
             raise NotImplementedError(
                 f"npu::{name} has no backward on the CPU simulator (torch_npu's backward ops are not covered, "
                 "docs/torch-npu-ops.md); call it under torch.no_grad() or on tensors that do not require grad")
-        op = getattr(getattr(torch.ops, NAMESPACE), name).default
+        base, overload = _split(name)
+        op = getattr(getattr(getattr(torch.ops, NAMESPACE), base), overload or "default")
         with torch._C._AutoDispatchBelowAutograd():
             return op.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
 
@@ -131,3 +179,24 @@ def _undefine(library) -> None:
     library._destroy()  # pylint: disable=protected-access
     with _lock:
         _handle = None
+
+
+DOC_BEGIN = "<!-- generated: wheel ops (tests/simulator/test_npu_ops_all.py) -->"
+DOC_END = "<!-- end of generated section -->"
+
+
+def coverage_markdown() -> str:
+    """The generated section of docs/torch-npu-ops.md: what define_npu_ops() could not define or
+    defined without a Meta function (run it after define_npu_ops() on a CPU host)."""
+    lines = [DOC_BEGIN, ""]
+    undefined = undefined_ops()
+    lines.append(f"Ops of the wheel's schema list that cannot be defined on this torch: {len(undefined) or 'none'}.")
+    lines += [f"- `{name}`: {reason}" for name, reason in sorted(undefined.items())]
+    schema_only = schema_only_ops()
+    lines += ["", f"Ops defined by schema alone ({len(schema_only)}): the wheel's `_meta_registrations.py` has no "
+              "Meta function for them (torch_npu gives them a C++ Meta kernel or none), so TorchAir's converters "
+              "register against them but FakeTensor tracing (torch.compile) and eager calls fail with the "
+              "dispatcher's missing-kernel error naming the op:", ""]
+    lines.append(", ".join(f"`{name}`" for name in schema_only))
+    lines += ["", DOC_END]
+    return "\n".join(lines) + "\n"

@@ -79,6 +79,22 @@ def schema_entries(wheel_root: Path, names) -> dict[str, SchemaEntry]:
     return found
 
 
+def all_schema_entries(wheel_root: Path) -> dict[str, SchemaEntry]:
+    """Every ``custom:`` entry of the codegen YAML, overloads included ("npu_grouped_matmul.List"),
+    in the file's order: the operators torch_npu defines in the ``npu`` namespace."""
+    text = (Path(wheel_root) / CODEGEN_YAML).read_text()
+    found: dict[str, SchemaEntry] = {}
+    for block in re.split(r"\n(?=- )", _top_level_section(text, "custom")):
+        match = re.search(r"func:\s*([\w.]+)\(", block)
+        if not match:
+            continue
+        entry = yaml.safe_load(block)[0]
+        tags = entry.get("tags") or ()
+        found[match.group(1)] = SchemaEntry(match.group(1), entry["func"],
+                                            tuple([tags] if isinstance(tags, str) else tags))
+    return found
+
+
 def _top_level_section(text: str, key: str) -> str:
     match = re.search(rf"^{key}:\n(.*?)(?=^\w+:|\Z)", text, re.S | re.M)
     if not match:
@@ -201,8 +217,9 @@ _STAND_INS = {"ops_error": _ops_error, "ErrCode": _ErrCode(), "get_soc_version":
 _PROVIDED = {"torch": torch, "math": math, "os": os, "warnings": warnings, **_STAND_INS}
 
 
-def meta_functions(wheel_root: Path, names) -> dict[str, object]:
-    """The wheel's Meta function of each op in `names`, compiled without torch_npu.
+def meta_functions(wheel_root: Path, names=None) -> dict[str, object]:
+    """The wheel's Meta function of each op in `names` (None: every op it registers one for, keyed
+    by op name with overload), compiled without torch_npu.
 
     Parsing the wheel's module takes ~0.2 s, so the compiled picks are cached beside the wheel
     (`_CACHE_DIR`), keyed by the module's bytes, the names, Python's bytecode magic and this
@@ -210,10 +227,11 @@ def meta_functions(wheel_root: Path, names) -> dict[str, object]:
     and contents (the secret lives in the user's own cache folder, `_secret`), so a file someone
     else put there is never run; a cache that is unreadable, unauthenticated, malformed or does not
     define the functions it names is stale: rebuilt from the wheel's source and rewritten."""
-    names = list(names)
+    names = None if names is None else list(names)
     path = Path(wheel_root) / META_MODULE
     raw = path.read_bytes()
-    key = hashlib.sha256(b"|".join([raw, ",".join(names).encode(), importlib.util.MAGIC_NUMBER,
+    listed = "*" if names is None else ",".join(names)
+    key = hashlib.sha256(b"|".join([raw, listed.encode(), importlib.util.MAGIC_NUMBER,
                                     _CACHE_VERSION.encode(), torch.__version__.encode()])).hexdigest()[:32]
     cache = Path(wheel_root) / _CACHE_DIR / f"meta-{key}.bin"
     secret = _secret()
@@ -221,7 +239,7 @@ def meta_functions(wheel_root: Path, names) -> dict[str, object]:
     functions = _load(picked, names) if picked is not None else None
     if functions is None:
         picked = _pick_meta_functions(path, raw.decode(), names)
-        functions = _run(picked, names)  # the wheel's own failures propagate, as they are
+        functions = _run(picked, list(picked[1]))  # the wheel's own failures propagate, as they are
         if secret is not None:
             _write_cache(cache, key, secret, picked)
     return functions
@@ -237,6 +255,8 @@ def _run(picked, names) -> dict[str, object]:
 
 def _load(picked, names) -> dict[str, object] | None:
     """`_run` on a cached pick: None (stale) unless it runs and every name is a function."""
+    if names is None:
+        names = list(picked[1])
     try:
         functions = _run(picked, names)
     except Exception:  # pylint: disable=broad-except  # a stale cache: the caller rebuilds it
@@ -336,6 +356,8 @@ def _pick_meta_functions(path: Path, source: str, names) -> tuple:
     imported = {alias.asname or alias.name.split(".")[0] for node in body
                  if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
     registered = _registered_meta(body)
+    if names is None:
+        names = list(registered)
     picked: list[ast.stmt] = []
     for name in names:
         if name not in registered:
