@@ -292,7 +292,7 @@ def test_every_cann_header_name_not_refused_compiles_as_a_ge_type(tmp_path):
     generated as the type of an op with every kind of input and attr, all in one translation unit
     (so a type that breaks the prototypes after it is found too), and compiled with -Werror."""
     from op_plugin._ge.builtin_prototypes import builtin_prototypes
-    from op_plugin._spec.cann_names import RESERVED_GE_TYPES
+    from op_plugin._spec.cann_names import RESERVED_GE_TYPES, ge_name_problem
 
     universe = tmp_path / "universe.cpp"
     universe.write_text(_CANDIDATE_UNIVERSE)
@@ -302,6 +302,11 @@ def test_every_cann_header_name_not_refused_compiles_as_a_ge_type(tmp_path):
                             text=True, check=True, timeout=120).stdout
     macro_names = {m.group(1) for m in re.finditer(r"^#define ([A-Z][A-Za-z0-9]*)\b", macros, re.M)}
     assert not macro_names - RESERVED_GE_TYPES, "macros a GE type could be spelled as, not refused"
+    for std in ("c++17", "gnu++17"):  # object-like macros: refused as GE input, attr and output names
+        defined = subprocess.run(["g++", f"-std={std}", "-dM", "-E", f"-I{INCLUDE}", str(universe)],
+                                 capture_output=True, text=True, check=True, timeout=120).stdout
+        objects = {m.group(1) for m in re.finditer(r"^#define ([A-Za-z_][A-Za-z0-9_]*) ", defined, re.M)}
+        assert not {name for name in objects if ge_name_problem(name) is None}, std
     builtins = set(builtin_prototypes())
     assert not RESERVED_GE_TYPES & builtins, "a CANN built-in type is refused"
     candidates = sorted(set(_TYPE_NAME.findall(pre)) - RESERVED_GE_TYPES - builtins)

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from .._ge.ir import AttrType, InputKind
-from .cann_names import MAX_GE_TYPE_LENGTH, RESERVED_GE_TYPES
+from .cann_names import MAX_GE_TYPE_LENGTH, RESERVED_GE_TYPES, ge_name_problem
 from .model import GE_ATTR_TYPES, AclnnSpec, GeAttr, GeInput, GeSpec, default_ge_type
 from .op_parser import IDENTIFIER, OpParser
 from .schema import ArgKind, Schema
@@ -57,6 +57,9 @@ def parse_ge(p: OpParser, schema: Schema, raw: Any) -> GeSpec:
         outputs = [ref or name for ref, name in zip(ref_names, plain)]
     if not isinstance(outputs, list) or not all(isinstance(o, str) and IDENTIFIER.match(o) for o in outputs):
         raise p.fail(("ge", "outputs"), "ge.outputs", "expected a list of GE output names")
+    for name in outputs:
+        if ge_name_problem(name):
+            raise p.fail(("ge", "outputs"), "ge.outputs", ge_name_problem(name))
     if len(outputs) != len(schema.returns):
         raise p.fail(("ge", "outputs"), "ge.outputs",
                      f"the schema returns {len(schema.returns)} tensor(s) but ge.outputs names {len(outputs)}")
@@ -132,6 +135,8 @@ def _parse_ge_inputs(p: OpParser, schema: Schema, raw: Any) -> tuple[GeInput, ..
             # the name is written into generated C++ (REG_OP, infer functions) and msOpGen JSON
             raise p.fail(sub, "ge.inputs", f"{_short(ge_name)} is not a valid GE input name (a C identifier: "
                          "letters, digits and _, not starting with a digit)")
+        if ge_name_problem(ge_name):
+            raise p.fail(sub, "ge.inputs", ge_name_problem(ge_name))
         arg = schema.arg(arg_name) if isinstance(arg_name, str) else None
         if arg is None or not arg.kind.is_tensor:
             what = "not an argument of the op" if arg is None else f"of type {arg.kind.value}, not a tensor (GE attrs go in ge.attrs)"
@@ -161,6 +166,8 @@ def _parse_ge_attrs(p: OpParser, schema: Schema, raw: Any) -> tuple[GeAttr, ...]
     for ge_name, source, sub in _mapping_pairs(p, raw, "attrs", schema.non_tensor_args):
         if not isinstance(ge_name, str) or not IDENTIFIER.match(ge_name):
             raise p.fail(sub, "ge.attrs", f"{_short(ge_name)} is not a valid GE attr name")
+        if ge_name_problem(ge_name):
+            raise p.fail(sub, "ge.attrs", ge_name_problem(ge_name))
         if isinstance(source, dict):
             result.append(_parse_special_attr(p, schema, sub, ge_name, source))
             continue
