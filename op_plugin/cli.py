@@ -333,7 +333,7 @@ def _compare(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     report = op_plugin.compare(model, *inputs, dynamic=args.dynamic, backward=not args.no_backward,
-                               **_backend_options(args))
+                               no_grad=args.no_grad, **_backend_options(args))
     print(report)
     if args.json:
         Path(args.json).write_text(report.to_json() + "\n", encoding="utf-8")
@@ -427,6 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", metavar="MODULE:FACTORY", nargs="?")
     p.add_argument("--dynamic", action="store_true", help="compile with dynamic shapes")
     p.add_argument("--no-backward", action="store_true", help="compare the forward graph only")
+    p.add_argument("--no-grad", action="store_true",
+                   help="run the model under torch.no_grad(), as inference does (its ops need no backward)")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON")
     p.add_argument("--picture", metavar="FILE", help="draw the GE graph coloured by error (FILE.svg or .png)")
     p.add_argument("--dumps", nargs=2, metavar=("DIR_A", "DIR_B"),

@@ -222,3 +222,52 @@ def test_npugraph_passes_compiler_config_options_through(monkeypatch):
     assert seen and seen[-1].experimental_config.frozen_parameter.value == by_hand.experimental_config.frozen_parameter.value
     assert seen[-1].experimental_config.frozen_parameter.value != torchair.CompilerConfig().experimental_config.frozen_parameter.value
     torch._dynamo.reset()
+
+
+NO_GRAD = """\
+import sys
+import torch
+import op_plugin
+
+@op_plugin.reference("npu_habit_scale")
+def habit_scale(x, gamma, eps=1e-6):
+    return x * gamma / (gamma.abs().max() + eps)
+
+@op_plugin.reference("npu_habit_twice")
+def habit_twice(x):
+    return x * 2
+
+op_plugin.load_yaml(sys.argv[1])
+
+class Model(torch.nn.Module):      # an inference model: its YAML ops have no backward
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Linear(16, 16)
+        self.gamma = torch.nn.Parameter(torch.randn(16))
+
+    def forward(self, x):
+        return torch.ops.npu.npu_habit_twice(torch.ops.npu.npu_habit_scale(self.w(x), self.gamma))
+
+def factory():
+    return Model().eval(), (torch.randn(4, 16),)
+
+if __name__ == "__main__":
+    report = op_plugin.compare(*[factory()[0]], *factory()[1], no_grad=True)
+    assert report.first_divergent is None, str(report)
+    print("COMPARE OK")
+"""
+
+
+def test_compare_on_an_inference_model_with_no_grad(tmp_path):
+    """Item 8: op_plugin.compare(..., no_grad=True) and `op-plugin compare --no-grad` run the model
+    under torch.no_grad(), so an inference model whose ops have no backward compares."""
+    yaml_path = tmp_path / "habit_ops.yaml"
+    yaml_path.write_text(YAML)
+    (tmp_path / "infer_model.py").write_text(NO_GRAD.replace("sys.argv[1]", repr(str(yaml_path))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), str(tmp_path)]))
+    proc = subprocess.run([sys.executable, "infer_model.py"], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env=env)
+    assert proc.returncode == 0 and "COMPARE OK" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    proc = subprocess.run([sys.executable, "-m", "op_plugin.cli", "compare", "infer_model:factory", "--no-grad"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

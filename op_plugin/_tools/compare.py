@@ -33,10 +33,12 @@ _OUTPUT = ".OUTPUT."
 
 
 def compare(model_or_fn, *inputs, dynamic: bool = False, backward: bool | None = None, seed: int = 0,
-            **backend_options) -> CompareReport:
+            no_grad: bool = False, **backend_options) -> CompareReport:
     """Compile with npugraph (simulator), run once on `inputs` (and backward, when an output requires
     grad and `backward` is not False, with a seeded random cotangent), and compare every FX node's GE
-    result with eager. `backend_options` are the npugraph backend's (NpuGraphConfig's fields).
+    result with eager. `no_grad=True` runs (and so traces) the model under torch.no_grad(), as an
+    inference model runs: its ops need no backward, and nothing is compared backward.
+    `backend_options` are the npugraph backend's (NpuGraphConfig's fields).
     Returns a CompareReport (`first_divergent`, `rows`, `str()`, `to_json()`, `picture()`)."""
     report = CompareReport()
     config = NpuGraphConfig.from_options(backend_options)
@@ -45,8 +47,10 @@ def compare(model_or_fn, *inputs, dynamic: bool = False, backward: bool | None =
         return compile_graph(gm, example_inputs, config, force_simulator=True)
 
     compiled = torch.compile(model_or_fn, backend=backend, dynamic=dynamic)
+    grad_mode = torch.no_grad() if no_grad else contextlib.nullcontext()
     with _comparing(report), _simulator.capture_graphs():
-        outputs = compiled(*inputs)
+        with grad_mode:
+            outputs = compiled(*inputs)
         tensors = [t for t in torch.utils._pytree.tree_leaves(outputs)
                    if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
         if tensors and backward is not False:
