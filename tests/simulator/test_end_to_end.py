@@ -1,16 +1,15 @@
 """Small aten-only models through TorchAir's GE backend and the simulator: numbers equal eager.
 
-Tolerances: float32 atol=1e-5, rtol=1.3e-6 (torch.testing's float32 defaults);
-float16 atol=1e-3, rtol=1e-3 (the simulator computes matmul/norm/softmax in float32 and rounds
-once, like the NPU; eager CPU rounds at other points).
+Tolerances: the project's rule (op_plugin._testing_harness's "eager" row): float32 atol=1e-5,
+rtol=1.3e-6 (torch.testing's float32 defaults); float16 atol=1e-3, rtol=1e-3 (the simulator
+computes matmul/norm/softmax in float32 and rounds once, like the NPU; eager CPU rounds at other points).
 """
 
 import pytest
 import torch
 
 from op_plugin._simulator import capture_graphs
-
-TOLERANCE = {torch.float32: dict(atol=1e-5, rtol=1.3e-6), torch.float16: dict(atol=1e-3, rtol=1e-3)}
+from op_plugin._testing_harness import Npugraph, assert_close, data_dims
 
 
 class Mlp(torch.nn.Module):
@@ -74,7 +73,7 @@ def test_model_matches_eager(torchair, name, dynamic, dtype):
         x = torch.randn(4, 8, dtype=dtype)
         with capture_graphs() as graphs:
             got = compiled(x)
-        torch.testing.assert_close(got, model(x), **TOLERANCE[dtype])
+        assert_close(got, model(x))
         assert len(graphs) == 1
         op_types = [op.type for op in graphs[0].op]
         assert expected_ops <= set(op_types), op_types
@@ -84,11 +83,11 @@ def test_model_matches_eager(torchair, name, dynamic, dtype):
         x2 = torch.randn(7, 8, dtype=dtype)
         with capture_graphs() as graphs2:
             got2 = compiled(x2)
-        torch.testing.assert_close(got2, model(x2), **TOLERANCE[dtype])
+        assert_close(got2, model(x2))
         assert len(graphs2) == (0 if dynamic else 1)
         if dynamic:
-            data_dims = [list(op.output_desc[0].shape.dim) for op in graphs[0].op if op.type == "Data"]
-            assert any(-1 in dims for dims in data_dims), data_dims
+            dims = data_dims(graphs[0])
+            assert any(-1 in d for d in dims), dims
 
 
 def test_training_forward_with_saved_activations(torchair):
@@ -99,7 +98,7 @@ def test_training_forward_with_saved_activations(torchair):
     x = torch.randn(3, 8, requires_grad=True)
     with capture_graphs() as graphs:
         got = compiled(x)
-    torch.testing.assert_close(got, model(x), **TOLERANCE[torch.float32])
+    assert_close(got, model(x))
     net_output = [op for op in graphs[0].op if op.type == "NetOutput"][0]
     assert len(net_output.input) > 1
 
@@ -109,11 +108,7 @@ def test_gelu_none_is_eager_exact_by_default_and_tanh_with_torchairs_lowering(ke
     """TorchAir lowers gelu(approximate='none') to GE Gelu, which CANN computes with tanh; torch_npu's
     eager gelu is the exact erf form. npugraph lowers to GeluV2(approximate='none') (eager's numbers);
     the torchair_gelu option keeps TorchAir's Gelu, and the simulator then reproduces the NPU's tanh."""
-    import op_plugin
-
-    torch._dynamo.reset()
-    compiled = torch.compile(torch.nn.GELU(approximate="none"),
-                             backend=op_plugin.npugraph_backend(torchair_gelu=keep_torchair))
+    compiled = Npugraph(torch.nn.GELU(approximate="none"), fullgraph=False, options={"torchair_gelu": keep_torchair})
     x = torch.linspace(-3, 3, 101)
     with capture_graphs() as graphs:
         got = compiled(x)
@@ -121,8 +116,8 @@ def test_gelu_none_is_eager_exact_by_default_and_tanh_with_torchairs_lowering(ke
     erf_gelu = torch.nn.functional.gelu(x)
     if keep_torchair:
         assert types == ["Gelu"]
-        torch.testing.assert_close(got, torch.nn.functional.gelu(x, approximate="tanh"), **TOLERANCE[torch.float32])
+        assert_close(got, torch.nn.functional.gelu(x, approximate="tanh"))
         assert 1e-5 < (got - erf_gelu).abs().max() < 1e-3
     else:
         assert types == ["GeluV2"]
-        torch.testing.assert_close(got, erf_gelu, **TOLERANCE[torch.float32])
+        assert_close(got, erf_gelu)

@@ -12,12 +12,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from _elementwise_cases import (
-    assert_close,
-    compiled_matches_eager,
-    declared_cases,
-    run_node,
-)
+
+from op_plugin._testing_harness import assert_close, check_compiled, run_node, torchair_declared_cases
 
 F32, F16, BF16, F64, I32, I64 = torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64
 
@@ -37,8 +33,8 @@ DECLARED = [
 
 @pytest.mark.parametrize("target_name", DECLARED)
 def test_torchair_declared_cases_match_eager(torchair, target_name):
-    for target, args, kwargs in declared_cases(target_name):
-        compiled_matches_eager(lambda *a, _op=target, **k: _op(*a, **k), *args, **kwargs)
+    for target, args, kwargs in torchair_declared_cases(target_name):
+        check_compiled(lambda *a, _op=target, **k: _op(*a, **k), args, kwargs=kwargs, kind="torchair")
 
 
 # ---- compiled through TorchAir's converters: ops without declared cases, edge cases -----------
@@ -94,65 +90,65 @@ COMPILED = {
 def test_compiled_matches_eager(name):
     fn, make = COMPILED[name]
     torch.manual_seed(0)
-    compiled_matches_eager(fn, *make())
+    check_compiled(fn, make(), kind="torchair")
 
 
 def test_compiled_log10_is_not_ln():
     """The silent bug this family once had: Log's base attr ignored, log10 computed as ln."""
     x = torch.tensor([10.0, 100.0, 1000.0])
-    got = compiled_matches_eager(torch.log10, x)
+    got = check_compiled(torch.log10, (x,), kind="torchair").got
     torch.testing.assert_close(got, torch.tensor([1.0, 2.0, 3.0]))
 
 
 # ---- hand-built graphs: attribute values TorchAir never sets ------------------------------------
 
-def test_log_scale_shift_and_base(graph_builder):
+def test_log_scale_shift_and_base():
     x = torch.tensor([0.5, 1.0, 4.0])
-    (got,) = run_node(graph_builder, "Log", [x], [(F32, [3])], {"base": 3.0, "scale": 2.0, "shift": 1.0})
+    (got,) = run_node("Log", [x], [(F32, [3])], base=3.0, scale=2.0, shift=1.0)
     torch.testing.assert_close(got, torch.log(1.0 + 2.0 * x) / math.log(3.0))
 
 
-def test_exp_scale_shift_and_base(graph_builder):
+def test_exp_scale_shift_and_base():
     x = torch.tensor([-1.0, 0.0, 2.0])
-    (got,) = run_node(graph_builder, "Exp", [x], [(F32, [3])], {"base": 2.0, "scale": 0.5, "shift": 1.0})
+    (got,) = run_node("Exp", [x], [(F32, [3])], base=2.0, scale=0.5, shift=1.0)
     torch.testing.assert_close(got, torch.pow(2.0, 1.0 + 0.5 * x))
 
 
 @pytest.mark.parametrize("op_type", ["Log", "Exp"])
 @pytest.mark.parametrize("base", [0.0, -2.0])
-def test_log_exp_refuse_a_base_that_is_neither_natural_nor_positive(graph_builder, op_type, base):
+def test_log_exp_refuse_a_base_that_is_neither_natural_nor_positive(op_type, base):
     with pytest.raises(Exception, match=rf"{op_type} \(node 'op'\): base must be"):
-        run_node(graph_builder, op_type, [torch.rand(3)], [(F32, [3])], {"base": base})
+        run_node(op_type, [torch.rand(3)], [(F32, [3])], base=base)
 
 
-def test_exp_int_input_gives_float32(graph_builder):
-    (got,) = run_node(graph_builder, "Exp", [torch.tensor([0, 1, 2], dtype=I32)], [(F32, [3])])
+def test_exp_int_input_gives_float32():
+    (got,) = run_node("Exp", [torch.tensor([0, 1, 2], dtype=I32)], [(F32, [3])])
     torch.testing.assert_close(got, torch.exp(torch.tensor([0.0, 1.0, 2.0])))
 
 
-def test_hard_sigmoid_alpha_beta_and_int_input(graph_builder):
+def test_hard_sigmoid_alpha_beta_and_int_input():
     x = torch.tensor([-4, 0, 1, 9], dtype=I32)
-    (got,) = run_node(graph_builder, "HardSigmoid", [x], [(F32, [4])], {"alpha": 0.25, "beta": 0.25})
+    (got,) = run_node("HardSigmoid", [x], [(F32, [4])], alpha=0.25, beta=0.25)
     torch.testing.assert_close(got, torch.clamp(0.25 * x.float() + 0.25, 0, 1))
 
 
 @pytest.mark.parametrize("dtype,tout", [(torch.complex64, F32), (torch.complex128, F64), (torch.complex64, F64)])
-def test_real_imag_write_the_tout_dtype(graph_builder, dtype, tout):
+def test_real_imag_write_the_tout_dtype(dtype, tout):
     z = torch.randn(2, 3, dtype=dtype)
     for op_type, part in (("Real", z.real), ("Imag", z.imag)):
-        (got,) = run_node(graph_builder, op_type, [z], [(tout, [2, 3])], dtype_attrs={"Tout": tout})
+        (got,) = run_node(op_type, [z], [(tout, [2, 3])], Tout=tout)
         torch.testing.assert_close(got, part.to(tout))
 
 
-def test_real_refuses_an_integer_tout(graph_builder):
+def test_real_refuses_an_integer_tout():
     with pytest.raises(Exception, match=r"Real \(node 'op'\): Tout"):
-        run_node(graph_builder, "Real", [torch.randn(2, dtype=torch.complex64)], [(I32, [2])], dtype_attrs={"Tout": I32})
+        run_node("Real", [torch.randn(2, dtype=torch.complex64)], [(I32, [2])], Tout=I32)
 
 
-def test_complex_broadcasts_and_writes_tout(graph_builder):
+def test_complex_broadcasts_and_writes_tout():
     real, imag = torch.randn(2, 1, dtype=F64), torch.randn(3, dtype=F64)
-    (got,) = run_node(graph_builder, "Complex", [real, imag], [(torch.complex128, [2, 3])],
-                      dtype_attrs={"Tout": torch.complex128})
+    (got,) = run_node("Complex", [real, imag], [(torch.complex128, [2, 3])],
+                      Tout=torch.complex128)
     torch.testing.assert_close(got, torch.complex(*torch.broadcast_tensors(real, imag)))
 
 
@@ -162,48 +158,48 @@ def test_complex_broadcasts_and_writes_tout(graph_builder):
     (torch.tensor([2**40, -(2**40)], dtype=I64), torch.tensor(20, dtype=I64)),
     (torch.tensor([200, 3], dtype=torch.uint8), torch.tensor([3, 1], dtype=torch.uint8)),
 ])
-def test_right_shift_is_arithmetic_and_broadcasts(graph_builder, x, y):
+def test_right_shift_is_arithmetic_and_broadcasts(x, y):
     """TorchAir maps only the in-place bitwise_right_shift_ to RightShift, which functionalization
     never leaves in a compiled graph, so the kernel is tested on hand-built graphs."""
     want = torch.bitwise_right_shift(x, y)
-    (got,) = run_node(graph_builder, "RightShift", [x, y], [(want.dtype, list(want.shape))])
+    (got,) = run_node("RightShift", [x, y], [(want.dtype, list(want.shape))])
     torch.testing.assert_close(got, want)
 
 
-def test_threshold_v2_without_value_replaces_with_zero(graph_builder):
+def test_threshold_v2_without_value_replaces_with_zero():
     x, threshold = torch.tensor([0.1, 0.5, 0.9]), torch.tensor(0.5)
-    (got,) = run_node(graph_builder, "ThresholdV2", [x, threshold, None], [(F32, [3])])
+    (got,) = run_node("ThresholdV2", [x, threshold, None], [(F32, [3])])
     torch.testing.assert_close(got, torch.tensor([0.0, 0.0, 0.9]))
 
 
-def test_nan_to_num_requires_its_attrs(graph_builder):
+def test_nan_to_num_requires_its_attrs():
     """nan, posinf and neginf are REQUIRED_ATTRs in CANN's prototype: the node is refused when it is bound."""
     with pytest.raises(Exception, match=r"node 'op' \(NanToNum\) has no attr 'posinf', which CANN's prototype requires"):
-        run_node(graph_builder, "NanToNum", [torch.rand(3)], [(F32, [3])], {"nan": 0.0})
+        run_node("NanToNum", [torch.rand(3)], [(F32, [3])], nan=0.0)
 
 
-def test_glu_refuses_an_odd_dimension(graph_builder):
+def test_glu_refuses_an_odd_dimension():
     with pytest.raises(Exception, match=r"GLU \(node 'op'\): dim 1 .* odd size 3"):
-        run_node(graph_builder, "GLU", [torch.rand(2, 3)], [(F32, [2, 1])], {"dim": 1})
+        run_node("GLU", [torch.rand(2, 3)], [(F32, [2, 1])], dim=1)
 
 
-def test_prelu_refuses_a_slope_count_that_is_not_the_channel_count(graph_builder):
+def test_prelu_refuses_a_slope_count_that_is_not_the_channel_count():
     with pytest.raises(Exception, match=r"PRelu \(node 'op'\): weight has 2 slopes"):
-        run_node(graph_builder, "PRelu", [torch.rand(2, 3), torch.rand(2)], [(F32, [2, 3])])
+        run_node("PRelu", [torch.rand(2, 3), torch.rand(2)], [(F32, [2, 3])])
 
 
-def test_addn_checks_n_against_its_inputs(graph_builder):
+def test_addn_checks_n_against_its_inputs():
     a, b = torch.rand(3), torch.rand(3)
-    (got,) = run_node(graph_builder, "AddN", [a, b], [(F32, [3])], {"N": 2})
+    (got,) = run_node("AddN", [[a, b]], [(F32, [3])], N=2)
     torch.testing.assert_close(got, a + b)
     with pytest.raises(Exception, match=r"AddN \(node 'op'\): attr N is 3 but the node has 2 inputs"):
-        run_node(graph_builder, "AddN", [a, b], [(F32, [3])], {"N": 3})
+        run_node("AddN", [[a, b]], [(F32, [3])], N=3)
 
 
-def test_addcdiv_refuses_integers(graph_builder):
+def test_addcdiv_refuses_integers():
     ints = torch.tensor([4, 6], dtype=I64)
     with pytest.raises(Exception, match=r"Addcdiv \(node 'op'\): integer Addcdiv is not implemented"):
-        run_node(graph_builder, "Addcdiv", [ints, ints, ints, torch.tensor(1, dtype=I64)], [(I64, [2])])
+        run_node("Addcdiv", [ints, ints, ints, torch.tensor(1, dtype=I64)], [(I64, [2])])
 
 
 @pytest.mark.parametrize("op_type,inputs", [
@@ -213,9 +209,9 @@ def test_addcdiv_refuses_integers(graph_builder):
     ("LogSigmoid", [torch.rand(2, dtype=BF16)]),
     ("RightShift", [torch.tensor([1], dtype=I32), torch.tensor([1], dtype=I64)]),
 ])
-def test_undeclared_dtypes_are_refused_naming_the_node(graph_builder, op_type, inputs):
+def test_undeclared_dtypes_are_refused_naming_the_node(op_type, inputs):
     with pytest.raises(Exception, match=rf"{op_type} \(node 'op'\)"):
-        run_node(graph_builder, op_type, inputs, [(inputs[0].dtype, list(inputs[0].shape))])
+        run_node(op_type, inputs, [(inputs[0].dtype, list(inputs[0].shape))])
 
 
 # ---- every attribute of these kernels changes the result --------------------------------------
@@ -248,19 +244,19 @@ _ATTR_CASES = [
 
 @pytest.mark.parametrize("op_type,inputs,base,attr,value", _ATTR_CASES,
                          ids=[f"{c[0]}-{c[3]}" for c in _ATTR_CASES])
-def test_each_attribute_changes_the_result(graph_builder, op_type, inputs, base, attr, value):
+def test_each_attribute_changes_the_result(op_type, inputs, base, attr, value):
     def run(attrs):
         shape = [4, 2] if (op_type == "GLU" and attrs.get("dim") == -1) else [2, 4] if op_type == "GLU" else list(inputs[0].shape)
-        return run_node(graph_builder, op_type, inputs, [(F32, shape)], attrs)[0]
+        return run_node(op_type, inputs, [(F32, shape)], **attrs)[0]
 
     default, changed = run(base), run({**base, attr: value})
     assert default.shape != changed.shape or not torch.equal(default, changed), f"{op_type} ignores attr {attr}"
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_v2_reads_approximate(graph_builder, approximate):
-    (got,) = run_node(graph_builder, "GeluV2", [_X], [(F32, [5])], string_attrs={"approximate": approximate})
-    assert_close(got, F.gelu(_X, approximate=approximate))
+def test_gelu_v2_reads_approximate(approximate):
+    (got,) = run_node("GeluV2", [_X], [(F32, [5])], approximate=approximate)
+    assert_close(got, F.gelu(_X, approximate=approximate), "torchair", equal_nan=True)
 
 
 # ---- types no recorded call exercised: one node each, against the torch op ---------------------
@@ -315,13 +311,13 @@ _UNRECORDED = [
     ("Snapshot", [_A], [_A]),
     ("StopGradient", [_A], [_A]),
     ("PreventGradient", [_A], [_A]),
-    ("IdentityN", [_A, _IA], [_A, _IA]),
+    ("IdentityN", [[_A, _IA]], [_A, _IA]),
     ("FFT", [_Z], [torch.fft.fft(_Z)]),
     ("FFT2D", [_Z], [torch.fft.fft2(_Z)]),
 ]
 
 
 @pytest.mark.parametrize("op_type,inputs,want", _UNRECORDED, ids=[c[0] for c in _UNRECORDED])
-def test_types_without_recorded_calls(graph_builder, op_type, inputs, want):
-    got = run_node(graph_builder, op_type, inputs, [(w.dtype, list(w.shape)) for w in want])
-    assert_close(list(got), want)
+def test_types_without_recorded_calls(op_type, inputs, want):
+    got = run_node(op_type, inputs, [(w.dtype, list(w.shape)) for w in want])
+    assert_close(list(got), want, "torchair", equal_nan=True)

@@ -6,10 +6,8 @@ import math
 
 import pytest
 import torch
-from _elementwise_cases import compiled_matches_eager, declared_cases, run_node
 
-from op_plugin._ge.values import TORCH_TO_PROTO
-from op_plugin._simulator import execute_graph
+from op_plugin._testing_harness import check_compiled, run_node, torchair_declared_cases
 
 F32, F16, BF16, I32 = torch.float32, torch.float16, torch.bfloat16, torch.int32
 
@@ -37,12 +35,12 @@ DECLARED = [
 
 @pytest.mark.parametrize("target_name", DECLARED)
 def test_torchair_declared_cases_match_eager(torchair, target_name):
-    for target, args, kwargs in declared_cases(target_name):
+    for target, args, kwargs in torchair_declared_cases(target_name):
         try:
             target(*args, **kwargs)
         except (RuntimeError, NotImplementedError):
             continue  # eager itself has no CPU kernel for this case (frac of int32)
-        compiled_matches_eager(lambda *a, _op=target, **k: _op(*a, **k), *args, **kwargs)
+        check_compiled(lambda *a, _op=target, **k: _op(*a, **k), args, kwargs=kwargs, kind="torchair")
 
 
 def _mixed():
@@ -75,28 +73,10 @@ COMPILED = {
 def test_compiled_matches_eager(name):
     fn, make = COMPILED[name]
     torch.manual_seed(0)
-    compiled_matches_eager(fn, *make())
+    check_compiled(fn, make(), kind="torchair")
 
 
 # ---- hand-built graphs ------------------------------------------------------------------------
-
-def _lists(**lists):
-    """(desc name, tensor) pairs named as TorchAir's builders name a list's inputs: x1=[a, b] -> x10, x11."""
-    return [(f"{name}{i}", t) for name, tensors in lists.items() for i, t in enumerate(tensors)]
-
-
-def run_named(graph_builder, op_type, named, outputs):
-    """One node whose input descs carry the names TorchAir writes (`named`: (name, tensor) pairs),
-    as the kernel binder groups a node's inputs into lists by them."""
-    g = graph_builder()
-    g.PROTO = TORCH_TO_PROTO
-    refs = [g.data(f"in{i}", t.dtype, list(t.shape)) for i, (_, t) in enumerate(named)]
-    outs = g.node("op", op_type, refs, outputs)
-    op = next(o for o in g.graph.op if o.name == "op")
-    for desc, (name, _) in zip(op.input_desc, named):
-        desc.name = name
-    return execute_graph(g.output(outs, outputs), [t for _, t in named])
-
 
 _TIES = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 1.25, -1.75])  # exact in float16 too
 _ROUNDED = {
@@ -113,72 +93,72 @@ _ROUNDED = {
 
 @pytest.mark.parametrize("mode", list(_ROUNDED))
 @pytest.mark.parametrize("mode_dtype", [torch.int8, torch.int64])
-def test_round_off_number_modes(graph_builder, mode, mode_dtype):
+def test_round_off_number_modes(mode, mode_dtype):
     x = [_TIES, _TIES.half()]
-    got = run_named(graph_builder, "ForeachRoundOffNumber",
-                    [*_lists(x=x), ("roundMode", torch.tensor([mode], dtype=mode_dtype))], [(F32, [8]), (F16, [8])])
+    got = run_node("ForeachRoundOffNumber", {"x": x, "roundMode": torch.tensor([mode], dtype=mode_dtype)},
+                   [(F32, [8]), (F16, [8])])
     torch.testing.assert_close(got[0], _ROUNDED[mode])
     torch.testing.assert_close(got[1], _ROUNDED[mode].half())
 
 
 @pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, math.inf, -math.inf])
-def test_norm_orders(graph_builder, p):
+def test_norm_orders(p):
     x = [torch.tensor([3.0, -4.0, 0.0]), torch.tensor([[1.0, -2.0], [0.0, 0.5]]).half()]
-    got = run_named(graph_builder, "ForeachNorm", [*_lists(x=x), ("scalar", torch.tensor(p))], [(F32, []), (F16, [])])
+    got = run_node("ForeachNorm", {"x1": x, "scalar": torch.tensor(p)}, [(F32, []), (F16, [])])
     for g, t in zip(got, x):
         torch.testing.assert_close(g, torch.linalg.vector_norm(t.float(), ord=p).to(t.dtype))
 
 
-def test_lerp_list_with_one_weight_per_tensor(graph_builder):
+def test_lerp_list_with_one_weight_per_tensor():
     x1, x2 = [torch.zeros(3), torch.ones(2)], [torch.ones(3) * 4, torch.ones(2) * 3]
-    got = run_named(graph_builder, "ForeachLerpList", _lists(x1=x1, x2=x2, weight=[torch.tensor([0.25, 0.5])]),
-                    [(F32, [3]), (F32, [2])])
+    got = run_node("ForeachLerpList", {"x1": x1, "x2": x2, "weight": [torch.tensor([0.25, 0.5])]},
+                   [(F32, [3]), (F32, [2])])
     torch.testing.assert_close(got, [torch.full((3,), 1.0), torch.full((2,), 2.0)])
 
 
 @pytest.mark.parametrize("op_type,want", [("ForeachAddcdivList", [5.0, -2.0]), ("ForeachAddcmulList", [37.0, -11.0])])
-def test_addc_list_takes_one_scalar_per_tensor(graph_builder, op_type, want):
+def test_addc_list_takes_one_scalar_per_tensor(op_type, want):
     x, x1, x2 = [torch.ones(2), torch.ones(3)], [torch.ones(2) * 6, torch.ones(3) * 6], [torch.ones(2) * 3, torch.ones(3) * 2]
-    got = run_named(graph_builder, op_type, [*_lists(x1=x, x2=x1, x3=x2), ("scalars", torch.tensor([2.0, -1.0]))],
-                    [(F32, [2]), (F32, [3])])
+    got = run_node(op_type, {"x1": x, "x2": x1, "x3": x2, "scalars": torch.tensor([2.0, -1.0])},
+                   [(F32, [2]), (F32, [3])])
     torch.testing.assert_close(got, [torch.full((2,), want[0]), torch.full((3,), want[1])])
 
 
 @pytest.mark.parametrize("op_type", ["ForeachAcos", "ForeachACos", "ForeachAtan", "ForeachATan", "ForeachAsin", "ForeachASin"])
-def test_both_spellings_of_the_inverse_trig_types_run(graph_builder, op_type):
+def test_both_spellings_of_the_inverse_trig_types_run(op_type):
     x = torch.tensor([-0.5, 0.0, 0.5])
     fn = {"acos": torch.acos, "atan": torch.atan, "asin": torch.asin}[op_type[7:].lower()]
-    (got,) = run_node(graph_builder, op_type, [x], [(F32, [3])])
+    (got,) = run_node(op_type, [[x]], [(F32, [3])])
     torch.testing.assert_close(got, fn(x))
 
 
-def test_tensor_lists_of_different_lengths_are_refused(graph_builder):
+def test_tensor_lists_of_different_lengths_are_refused():
     with pytest.raises(Exception, match=r"ForeachAddList \(node 'op'\): tensor lists of different lengths: "
-                                        r"x1 has 2, x2 has 1"):
-        run_named(graph_builder, "ForeachAddList",
-                  [*_lists(x1=[torch.rand(2), torch.rand(2)], x2=[torch.rand(2)]), ("alpha", torch.tensor(1.0))],
-                  [(F32, [2]), (F32, [2])])
+                       r"x1 has 2, x2 has 1"):
+        run_node("ForeachAddList",
+                 {"x1": [torch.rand(2), torch.rand(2)], "x2": [torch.rand(2)], "alpha": torch.tensor(1.0)},
+                 [(F32, [2]), (F32, [2])])
 
 
-def test_a_scalar_list_of_the_wrong_length_is_refused(graph_builder):
+def test_a_scalar_list_of_the_wrong_length_is_refused():
     with pytest.raises(Exception, match=r"ForeachMulScalarList \(node 'op'\): scalars has 3 values for 2 tensors"):
-        run_named(graph_builder, "ForeachMulScalarList",
-                  [*_lists(x=[torch.rand(2), torch.rand(2)]), ("scalars", torch.tensor([1.0, 2.0, 3.0]))],
-                  [(F32, [2]), (F32, [2])])
+        run_node("ForeachMulScalarList",
+                 {"x": [torch.rand(2), torch.rand(2)], "scalars": torch.tensor([1.0, 2.0, 3.0])},
+                 [(F32, [2]), (F32, [2])])
 
 
-def test_undeclared_dtypes_are_refused(graph_builder):
+def test_undeclared_dtypes_are_refused():
     with pytest.raises(Exception, match=r"ForeachExp \(node 'op'\): x\[1\] has dtype int32"):
-        run_node(graph_builder, "ForeachExp", [torch.rand(2), torch.ones(2, dtype=I32)], [(F32, [2]), (F32, [2])])
+        run_node("ForeachExp", [[torch.rand(2), torch.ones(2, dtype=I32)]], [(F32, [2]), (F32, [2])])
 
 
 @pytest.mark.parametrize("op_type,fn", [("ForeachSqrt", torch.sqrt), ("ForeachNeg", torch.neg),
                                         ("ForeachReciprocal", torch.reciprocal)])
-def test_unary_types_torchair_has_no_converter_for(graph_builder, op_type, fn):
+def test_unary_types_torchair_has_no_converter_for(op_type, fn):
     """TorchAir lowers no _foreach_sqrt/neg/reciprocal: the GE types against the torch ops."""
     x = [torch.rand(2, 3) + 0.5, (torch.rand(4) + 0.5).half()]
-    got = run_named(graph_builder, op_type, _lists(x=x), [(F32, [2, 3]), (F16, [4])])
+    got = run_node(op_type, [x], [(F32, [2, 3]), (F16, [4])])
     torch.testing.assert_close(got, [fn(x[0]), fn(x[1].float()).half()])
     if op_type == "ForeachNeg":  # the one of the three whose prototype takes int32
-        (ints,) = run_named(graph_builder, op_type, _lists(x=[torch.arange(-2, 3, dtype=I32)]), [(I32, [5])])
+        (ints,) = run_node(op_type, [[torch.arange(-2, 3, dtype=I32)]], [(I32, [5])])
         assert ints.dtype == I32 and ints.tolist() == [2, 1, 0, -1, -2]

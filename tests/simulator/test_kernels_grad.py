@@ -4,49 +4,23 @@ Each case compiles a function calling the aten backward op with npugraph, checks
 holds the expected GE type, and compares with torch eager (the oracle). 16-bit cases compare with
 eager computed in float32 and rounded once (what the NPU kernels do), within the 16-bit tolerance.
 
-The helpers here (`check_grad_case`, `tol`) are shared with the other test_kernels_grad_*.py files.
+Compiled against eager with op_plugin._testing_harness.check_compiled (its "grad" tolerances).
 """
 from __future__ import annotations
+
+import functools
 
 import pytest
 import torch
 
-import op_plugin
 from op_plugin._simulator import capture_graphs
+from op_plugin._testing_harness import Npugraph, check_compiled, run_node
 
 aten = torch.ops.aten
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
-_TOL = {F32: dict(atol=1e-5, rtol=1.3e-6), F16: dict(atol=1e-3, rtol=1e-3), BF16: dict(atol=1e-2, rtol=1.6e-2),
-        torch.int32: dict(atol=0, rtol=0)}
-
-
-def tol(dtype, scale=1.0):
-    return {k: v * scale for k, v in _TOL[dtype].items()}
-
-
-def _wide(tree):
-    return torch.utils._pytree.tree_map_only(
-        torch.Tensor, lambda t: t.float() if t.dtype in (F16, BF16) else t, tree)
-
-
-def check_grad_case(fn, args, ge_type, *, oracle=None, scale=1.0, dynamic=False, backend="npugraph"):
-    """Compile `fn` with npugraph, run it on `args`, and compare with `oracle` (default `fn`) run eagerly
-    on float32 copies of 16-bit inputs, rounded to each result's dtype. Returns the GE op types."""
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, backend=backend, dynamic=dynamic, fullgraph=True)
-    with capture_graphs() as graphs:
-        got = compiled(*args)
-    want = (oracle or fn)(*_wide(args))
-    types = [op.type for graph in graphs for op in graph.op]
-    assert ge_type is None or ge_type in types, types
-    got_leaves = torch.utils._pytree.tree_leaves(got)
-    want_leaves = torch.utils._pytree.tree_leaves(want)
-    assert len(got_leaves) == len(want_leaves)
-    for index, (g, w) in enumerate(zip(got_leaves, want_leaves)):
-        assert g.shape == w.shape, (index, g.shape, w.shape)
-        torch.testing.assert_close(g, w.to(g.dtype), **tol(g.dtype, scale), equal_nan=True, msg=lambda m: f"output {index}: {m}")
-    return types
+# npugraph against eager computed in float32 and rounded once, within the "grad" tolerances (times `scale`)
+check_grad_case = functools.partial(check_compiled, oracle_in_float32=True, kind="grad")
 
 
 def _randn(*shape, dtype=F32, low=-4.0, high=4.0):
@@ -128,7 +102,7 @@ def test_gelu_grad_follows_cann_tanh_form_not_eager_erf():
     g = torch.ones_like(x)
     check_grad_case(lambda a, b: aten.gelu_backward(a, b), (g, x), "GeluGrad",
                     oracle=lambda a, b: aten.gelu_backward(a, b, approximate="tanh"),
-                    backend=op_plugin.npugraph_backend(torchair_gelu=True))
+                    options={"torchair_gelu": True})
     assert (aten.gelu_backward(g, x) - aten.gelu_backward(g, x, approximate="tanh")).abs().max() > 1e-4
 
 
@@ -152,8 +126,7 @@ def test_activation_training_step_matches_autograd():
         return loss
 
     x = torch.randn(4, 6)
-    torch._dynamo.reset()
-    compiled = torch.compile(step, backend="npugraph")
+    compiled = Npugraph(step, fullgraph=False)
     with capture_graphs() as graphs:
         compiled(x)
     got = [p.grad.clone() for p in layer.parameters()]
@@ -168,18 +141,11 @@ def test_activation_training_step_matches_autograd():
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_gelu_grad_v2_matches_eager_gelu_backward(graph_builder, approximate, dtype):
+def test_gelu_grad_v2_matches_eager_gelu_backward(approximate, dtype):
     """GeluGradV2 (what npugraph lowers gelu_backward to, see numeric_corrections) in both modes."""
-    from op_plugin._simulator import execute_graph
-
     x = torch.linspace(-4, 4, 33).to(dtype)
     dy = torch.linspace(1, 2, 33).to(dtype)
-    g = graph_builder()
-    a, b = g.data("dy", dtype, [33]), g.data("x", dtype, [33])
-    op = g.graph.op
-    (z,) = g.node("gg", "GeluGradV2", [a, b], [(dtype, [33])])
-    op[-1].attr["approximate"].s = approximate.encode()
-    (got,) = execute_graph(g.output([z], [(dtype, [33])]), [dy, x])
+    (got,) = run_node("GeluGradV2", [dy, x], [(dtype, [33])], approximate=approximate)
     want = aten.gelu_backward(dy.float(), x.float(), approximate=approximate).to(dtype)
     torch.testing.assert_close(got, want, atol=1e-6 if dtype == torch.float32 else 1e-2, rtol=1e-5 if dtype == torch.float32 else 1e-2)
 

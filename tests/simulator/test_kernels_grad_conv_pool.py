@@ -3,11 +3,17 @@ pooling_max.py, image.py) through TorchAir's converters against eager, and hand-
 TorchAir never sets (NHWC, argmax V3)."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
-from op_plugin._simulator import execute_graph
-from test_kernels_grad import F16, F32, aten, check_grad_case
+from op_plugin._testing_harness import assert_close, check_compiled, run_node
+
+aten = torch.ops.aten
+F32, F16 = torch.float32, torch.float16
+# npugraph against eager computed in float32 and rounded once, within the "grad" tolerances (times `scale`)
+check_grad_case = functools.partial(check_compiled, oracle_in_float32=True, kind="grad")
 
 I32, I64 = torch.int32, torch.int64
 
@@ -26,8 +32,7 @@ def test_conv2d_backward(stride, padding, dilation, groups, dtype):
         return aten.convolution_backward(g, x, w, [6], stride, padding, dilation, False, [0, 0], groups,
                                          [True, True, False])[:2]
 
-    types = check_grad_case(fn, (g, x, w), "Conv2DBackpropInput", scale=8.0 if dtype == F32 else 30.0)
-    assert "Conv2DBackpropFilter" in types
+    check_grad_case(fn, (g, x, w), ["Conv2DBackpropInput", "Conv2DBackpropFilter"], scale=8.0 if dtype == F32 else 30.0)
 
 
 def test_conv3d_backward():
@@ -39,8 +44,7 @@ def test_conv3d_backward():
         return aten.convolution_backward(g, x, w, None, [1, 2, 1], [1, 1, 0], [1, 1, 1], False, [0, 0, 0], 1,
                                          [True, True, False])[:2]
 
-    types = check_grad_case(fn, (g, x, w), "Conv3DBackpropInput", scale=8.0)
-    assert "Conv3DBackpropFilter" in types
+    check_grad_case(fn, (g, x, w), ["Conv3DBackpropInput", "Conv3DBackpropFilter"], scale=8.0)
 
 
 @pytest.mark.parametrize("kernel,stride,padding,ceil_mode", [
@@ -56,8 +60,8 @@ def test_max_pool2d_backward(kernel, stride, padding, ceil_mode, dtype):
     def fn(g, x, idx):
         return aten.max_pool2d_with_indices_backward(g, x, kernel, stride, padding, [1, 1], ceil_mode, idx)
 
-    types = check_grad_case(fn, (g, x, idx), "MaxPoolGradWithArgmaxV1", scale=4.0)
-    assert "MaxPoolWithArgmaxV1" in types  # TorchAir recomputes the argmax it pairs with
+    # TorchAir recomputes the argmax it pairs with: MaxPoolWithArgmaxV1 in the graph too
+    check_grad_case(fn, (g, x, idx), ["MaxPoolGradWithArgmaxV1", "MaxPoolWithArgmaxV1"], scale=4.0)
 
 
 @pytest.mark.parametrize("kernel,stride,padding,ceil_mode,count_include_pad,divisor", [
@@ -97,35 +101,28 @@ def test_grid_sampler_2d_backward(mode, padding_mode, align_corners):
     check_grad_case(fn, (g, x, grid), "GridSampler2DGrad", scale=4.0)
 
 
-def _single(graph_builder, op_type, inputs, outputs, **attrs):
-    gb = graph_builder()
-    names = [gb.data(f"in{i}", t.dtype, list(t.shape)) for i, t in enumerate(inputs)]
-    outs = gb.node("op", op_type, names, [(d, list(s)) for d, s in outputs], **attrs)
-    return execute_graph(gb.output(outs, [(d, list(s)) for d, s in outputs]), list(inputs))
-
-
 @pytest.mark.parametrize("argmax_dtype,code", [(I32, 3), (I64, 9)])
-def test_max_pool_grad_with_argmax_v3_reads_plane_indices(graph_builder, argmax_dtype, code):
+def test_max_pool_grad_with_argmax_v3_reads_plane_indices(argmax_dtype, code):
     """V3 (arch35): argmax is the flat h * W + w index in each input plane, of the dtype attr's type."""
     torch.manual_seed(0)
     x = torch.randn(2, 3, 6, 7)
     y, idx = aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1], [1, 1], True)
     g = torch.randn(y.shape)
-    (got,) = _single(graph_builder, "MaxPoolGradWithArgmaxV3", [x, g, idx.to(argmax_dtype)], [(F32, x.shape)],
-                     ksize=[3, 3], strides=[2, 2], pads=[1, 1], dtype=code, dilation=[1, 1], ceil_mode=True)
+    (got,) = run_node("MaxPoolGradWithArgmaxV3", [x, g, idx.to(argmax_dtype)], [(F32, x.shape)],
+                      ksize=[3, 3], strides=[2, 2], pads=[1, 1], dtype=code, dilation=[1, 1], ceil_mode=True)
     want = aten.max_pool2d_with_indices_backward(g, x, [3, 3], [2, 2], [1, 1], [1, 1], True, idx)
     torch.testing.assert_close(got, want)
 
 
-def test_max_pool_grad_refuses_a_geometry_that_does_not_match_grad(graph_builder):
+def test_max_pool_grad_refuses_a_geometry_that_does_not_match_grad():
     x = torch.randn(1, 1, 6, 6)
     y, idx = aten.max_pool2d_with_indices(x, [2, 2], [2, 2], [0, 0], [1, 1], False)
     with pytest.raises(Exception, match="MaxPoolGradWithArgmaxV3.*ksize"):
-        _single(graph_builder, "MaxPoolGradWithArgmaxV3", [x, y, idx.int()], [(F32, x.shape)],
-                ksize=[3, 3], strides=[3, 3], pads=[1, 1], dtype=3)
+        run_node("MaxPoolGradWithArgmaxV3", [x, y, idx.int()], [(F32, x.shape)],
+                 ksize=[3, 3], strides=[3, 3], pads=[1, 1], dtype=3)
 
 
-def test_conv2d_backprop_input_nhwc_hand_built(graph_builder):
+def test_conv2d_backprop_input_nhwc_hand_built():
     """data_format NHWC (TorchAir always writes NCHW): strides in NHWC order, x/grads channels last."""
     torch.manual_seed(0)
     x, w = torch.randn(2, 4, 7, 6), torch.randn(5, 4, 3, 3)
@@ -133,9 +130,9 @@ def test_conv2d_backprop_input_nhwc_hand_built(graph_builder):
     g = torch.randn(y.shape)
     want = torch.nn.grad.conv2d_input(x.shape, w, g, [2, 1], [1, 1])
     size = torch.tensor([2, 7, 6, 4], dtype=I32)
-    (got,) = _single(graph_builder, "Conv2DBackpropInput", [size, w, g.permute(0, 2, 3, 1).contiguous()],
-                     [(F32, [2, 7, 6, 4])], strides=[1, 2, 1, 1], pads=[1, 1, 1, 1], dilations=[1, 1, 1, 1])
-    torch.testing.assert_close(got, want.permute(0, 2, 3, 1), atol=1e-5, rtol=1e-5)
+    (got,) = run_node("Conv2DBackpropInput", [size, w, g.permute(0, 2, 3, 1).contiguous()],
+                      [(F32, [2, 7, 6, 4])], strides=[1, 2, 1, 1], pads=[1, 1, 1, 1], dilations=[1, 1, 1, 1])
+    assert_close(got, want.permute(0, 2, 3, 1), "kernel")
 
 
 @pytest.mark.parametrize("op_type,operands,match", [
@@ -146,7 +143,7 @@ def test_conv2d_backprop_input_nhwc_hand_built(graph_builder):
                                       torch.randn(1, 3, 3, 3)],
      r"filter_size \[3, 2, 3\], x \[1, 2, 5, 5\] and out_backprop \[1, 3, 3, 3\] must all be 4-D"),
 ])
-def test_conv_backprop_refuses_mismatched_operands(graph_builder, op_type, operands, match):
+def test_conv_backprop_refuses_mismatched_operands(op_type, operands, match):
     with pytest.raises(Exception, match=f"{op_type}.*{match}"):
-        _single(graph_builder, op_type, operands(), [(F32, [1, 2, 5, 5])],
-                strides=[1, 1, 1, 1], pads=[0, 0, 0, 0], dilations=[1, 1, 1, 1])
+        run_node(op_type, operands(), [(F32, [1, 2, 5, 5])],
+                 strides=[1, 1, 1, 1], pads=[0, 0, 0, 0], dilations=[1, 1, 1, 1])

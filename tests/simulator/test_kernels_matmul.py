@@ -3,7 +3,8 @@ TorchAir converter emits (MatMul, MatMulV3, BatchMatMulV3, whose prototypes the 
 declares from CANN's ops-nn REG_OP), against torch.matmul in float64 rounded once."""
 import pytest
 import torch
-from _elementwise_cases import run_node
+
+from op_plugin._testing_harness import assert_close, run_node
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 
@@ -15,49 +16,44 @@ def _oracle(x1, x2, bias=None, t1=False, t2=False):
     return y.to(x1.dtype)
 
 
-def _close(got, want):
-    tolerance = {F16: (2e-3, 1e-3), BF16: (1.6e-2, 1e-2)}.get(want.dtype, (1e-5, 1e-6))
-    torch.testing.assert_close(got, want, rtol=tolerance[0], atol=tolerance[1])
-
-
 @pytest.mark.parametrize("op_type", ["MatMul", "MatMulV3"])
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
 @pytest.mark.parametrize("t1,t2", [(False, False), (True, False), (False, True)])
-def test_two_d_matmul_with_bias_and_transposes(graph_builder, op_type, dtype, t1, t2):
+def test_two_d_matmul_with_bias_and_transposes(op_type, dtype, t1, t2):
     torch.manual_seed(0)
     x1 = torch.randn([5, 4] if t1 else [4, 5]).to(dtype)
     x2 = torch.randn([3, 5] if t2 else [5, 3]).to(dtype)
     bias = torch.randn(3).to(dtype)
-    (got,) = run_node(graph_builder, op_type, [x1, x2, bias], [(dtype, [4, 3])],
-                      dict(transpose_x1=t1, transpose_x2=t2))
-    _close(got, _oracle(x1, x2, bias, t1, t2))
+    (got,) = run_node(op_type, [x1, x2, bias], [(dtype, [4, 3])],
+                      transpose_x1=t1, transpose_x2=t2)
+    assert_close(got, _oracle(x1, x2, bias, t1, t2), "kernel")
 
 
 @pytest.mark.parametrize("dtype", [F32, F16])
-def test_batch_matmul_v3_broadcasts_batches_with_adjoints(graph_builder, dtype):
+def test_batch_matmul_v3_broadcasts_batches_with_adjoints(dtype):
     torch.manual_seed(1)
     x1, x2, bias = torch.randn(2, 1, 5, 4).to(dtype), torch.randn(3, 6, 5).to(dtype), torch.randn(6).to(dtype)
-    (got,) = run_node(graph_builder, "BatchMatMulV3", [x1, x2, bias], [(dtype, [2, 3, 4, 6])],
-                      dict(adj_x1=True, adj_x2=True))
-    _close(got, _oracle(x1, x2, bias, True, True))
+    (got,) = run_node("BatchMatMulV3", [x1, x2, bias], [(dtype, [2, 3, 4, 6])],
+                      adj_x1=True, adj_x2=True)
+    assert_close(got, _oracle(x1, x2, bias, True, True), "kernel")
 
 
-def test_batch_matmul_without_bias(graph_builder):
+def test_batch_matmul_without_bias():
     x1, x2 = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
-    (got,) = run_node(graph_builder, "BatchMatMul", [x1, x2], [(F32, [2, 3, 5])])
-    _close(got, _oracle(x1, x2))
+    (got,) = run_node("BatchMatMul", [x1, x2], [(F32, [2, 3, 5])])
+    assert_close(got, _oracle(x1, x2), "kernel")
 
 
 @pytest.mark.parametrize("op_type", ["MatMulV3", "BatchMatMulV3"])
-def test_quantised_offsets_are_refused(graph_builder, op_type):
+def test_quantised_offsets_are_refused(op_type):
     x = torch.randn(2, 2)
     with pytest.raises(Exception, match=rf"{op_type} \(node 'op'\): offset_w"):
-        run_node(graph_builder, op_type, [x, x, None, torch.zeros(2, dtype=torch.int8)], [(F32, [2, 2])])
+        run_node(op_type, [x, x, None, torch.zeros(2, dtype=torch.int8)], [(F32, [2, 2])])
     with pytest.raises(Exception, match=rf"{op_type} \(node 'op'\): offset_x=3"):
-        run_node(graph_builder, op_type, [x, x], [(F32, [2, 2])], dict(offset_x=3))
+        run_node(op_type, [x, x], [(F32, [2, 2])], offset_x=3)
 
 
-def test_v3_takes_the_float_types_of_its_prototype(graph_builder):
+def test_v3_takes_the_float_types_of_its_prototype():
     x = torch.ones(2, 2, dtype=torch.int32)
     with pytest.raises(Exception, match=r"MatMulV3 \(node 'op'\): x1 has dtype int32"):
-        run_node(graph_builder, "MatMulV3", [x, x], [(torch.int32, [2, 2])])
+        run_node("MatMulV3", [x, x], [(torch.int32, [2, 2])])

@@ -7,26 +7,17 @@ an advanced offset gives different ones.
 """
 from __future__ import annotations
 
-import types
-
 import pytest
 import torch
 
-from op_plugin._simulator import capture_graphs
+from op_plugin._simulator import GeExecutionError, capture_graphs
 from op_plugin._simulator.npu import generator as rng
 from op_plugin._simulator.interpreter.kernels.random import stream
-from op_plugin._simulator.interpreter.registry import lookup_kernel
+from op_plugin._testing_harness import Npugraph, run_node
 
 F16, F32, BF16, I32, I64, U8, U64 = (torch.float16, torch.float32, torch.bfloat16, torch.int32, torch.int64,
                                      torch.uint8, torch.uint64)
 DT = {F32: 0, F16: 1, I32: 3, U8: 4, I64: 9, torch.bool: 12, BF16: 27}  # GE-enum dtype numbers
-
-
-def run(op_type, inputs, **attrs):
-    # one input edge per argument: the kernel is bound to the node's inputs by CANN's prototype
-    node = types.SimpleNamespace(type=op_type, name=f"test_{op_type}", input_desc=[], output_desc=[],
-                                 input=[f"in{i}:0" for i in range(len(inputs))])
-    return lookup_kernel(op_type)(list(inputs), attrs, node)
 
 
 def key_counter(seed, offset):
@@ -68,46 +59,46 @@ def test_stream_depends_only_on_seed_and_offset():
     assert not torch.equal(a, torch.rand(8, generator=stream(4, 12)))
 
 
-# ---- kernels, called directly -------------------------------------------------------------------
+# ---- kernels, one-node graphs ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [F32, F16, BF16, torch.float64])
 def test_uniform_v2_range_moments_determinism(dtype):
     shape = torch.tensor([200, 100], dtype=I64)
-    y = run("StatelessRandomUniformV2", [shape, *key_counter(7, 0)], dtype={F32: 0, F16: 1, BF16: 27,
-                                                                                  torch.float64: 11}[dtype])[0]
+    y = run_node("StatelessRandomUniformV2", [shape, *key_counter(7, 0)], dtype={F32: 0, F16: 1, BF16: 27,
+                                                                                 torch.float64: 11}[dtype])[0]
     assert y.shape == (200, 100) and y.dtype == dtype
     assert float(y.min()) >= 0.0 and float(y.max()) < 1.0
     assert abs(float(y.float().mean()) - 0.5) < 0.01 and abs(float(y.float().var()) - 1 / 12) < 0.005
-    again = run("StatelessRandomUniformV2", [shape, *key_counter(7, 0)], dtype=DT.get(dtype, 11))[0]
+    again = run_node("StatelessRandomUniformV2", [shape, *key_counter(7, 0)], dtype=DT.get(dtype, 11))[0]
     assert torch.equal(y, again)
-    other = run("StatelessRandomUniformV2", [shape, *key_counter(7, 12)], dtype=DT.get(dtype, 11))[0]
+    other = run_node("StatelessRandomUniformV2", [shape, *key_counter(7, 12)], dtype=DT.get(dtype, 11))[0]
     assert not torch.equal(y, other)
 
 
 def test_normal_v2_moments_and_empty_shape():
-    y = run("StatelessRandomNormalV2", [torch.tensor([100000], dtype=I32), *key_counter(1, 4)], dtype=0)[0]
+    y = run_node("StatelessRandomNormalV2", [torch.tensor([100000], dtype=I32), *key_counter(1, 4)], dtype=0)[0]
     assert abs(float(y.mean())) < 0.02 and abs(float(y.std()) - 1) < 0.02
-    empty = run("StatelessRandomNormalV2", [torch.tensor([0, 3], dtype=I64), *key_counter(1, 4)], dtype=0)[0]
+    empty = run_node("StatelessRandomNormalV2", [torch.tensor([0, 3], dtype=I64), *key_counter(1, 4)], dtype=0)[0]
     assert empty.shape == (0, 3)
-    scalar = run("StatelessRandomNormalV2", [torch.zeros(0, dtype=I64), *key_counter(1, 4)], dtype=0)[0]
+    scalar = run_node("StatelessRandomNormalV2", [torch.zeros(0, dtype=I64), *key_counter(1, 4)], dtype=0)[0]
     assert scalar.shape == ()
 
 
 def test_stateless_v2_refuses_threefry_and_bad_dtypes():
     shape = torch.tensor([4], dtype=I64)
     key, counter, _ = key_counter(1, 0)
-    with pytest.raises(ValueError, match="alg 2"):
-        run("StatelessRandomUniformV2", [shape, key, counter, torch.tensor(2, dtype=I32)], dtype=0)
-    with pytest.raises(ValueError, match="key has dtype int64"):
-        run("StatelessRandomUniformV2", [shape, key.long(), counter, torch.tensor(1, dtype=I32)], dtype=0)
-    with pytest.raises(ValueError, match="not in the prototype"):
-        run("StatelessRandomUniformV2", [shape, *key_counter(1, 0)], dtype=3)
+    with pytest.raises(GeExecutionError, match="alg 2"):
+        run_node("StatelessRandomUniformV2", [shape, key, counter, torch.tensor(2, dtype=I32)], dtype=0)
+    with pytest.raises(GeExecutionError, match="key has dtype int64"):
+        run_node("StatelessRandomUniformV2", [shape, key.long(), counter, torch.tensor(1, dtype=I32)], dtype=0)
+    with pytest.raises(GeExecutionError, match="not in the prototype"):
+        run_node("StatelessRandomUniformV2", [shape, *key_counter(1, 0)], dtype=3)
 
 
 @pytest.mark.parametrize("p, out", [(0.0, F32), (1.0, F16), (0.3, torch.bool), (0.8, I64)])
 def test_bernoulli_scalar_prob(p, out):
-    y = run("StatelessBernoulli", [torch.tensor([100, 100], dtype=I64), torch.tensor(p), _i64(3), _i64(0)],
-            dtype=DT[out])[0]
+    y = run_node("StatelessBernoulli", [torch.tensor([100, 100], dtype=I64), torch.tensor(p), _i64(3), _i64(0)],
+                 dtype=DT[out])[0]
     assert y.shape == (100, 100) and y.dtype == out
     assert set(y.float().unique().tolist()) <= {0.0, 1.0}
     assert abs(float(y.float().mean()) - p) < 0.02
@@ -115,60 +106,59 @@ def test_bernoulli_scalar_prob(p, out):
 
 def test_bernoulli_tensor_prob_broadcasts_and_checks_range():
     prob = torch.tensor([0.0, 1.0, 0.5]).repeat(2000, 1)
-    y = run("StatelessBernoulli", [torch.tensor([2000, 3], dtype=I64), prob, _i64(3), _i64(8)], dtype=0)[0]
+    y = run_node("StatelessBernoulli", [torch.tensor([2000, 3], dtype=I64), prob, _i64(3), _i64(8)], dtype=0)[0]
     assert float(y[:, 0].sum()) == 0 and float(y[:, 1].sum()) == 2000 and abs(float(y[:, 2].mean()) - 0.5) < 0.04
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        run("StatelessBernoulli", [torch.tensor([3], dtype=I64), torch.tensor(1.5), _i64(3), _i64(0)], dtype=0)
+    with pytest.raises(GeExecutionError, match=r"\[0, 1\]"):
+        run_node("StatelessBernoulli", [torch.tensor([3], dtype=I64), torch.tensor(1.5), _i64(3), _i64(0)], dtype=0)
 
 
 def test_dropout_gen_mask_layout_and_do_mask():
     shape = torch.tensor([5, 60], dtype=I64)  # 300 elements -> 384 bits -> 48 bytes
     args = [shape, torch.tensor(0.75), _i64(11), _i64(0), torch.tensor([0, 24], dtype=I64)]
-    mask = run("StatelessDropOutGenMask", args)[0]
+    mask = run_node("StatelessDropOutGenMask", args)[0]
     assert mask.dtype == U8 and mask.shape == (48,)
     bits = ((mask.reshape(-1, 1).int() >> torch.arange(8)) & 1).reshape(-1)
     assert int(bits[300:].sum()) == 0  # the padding bits are zero
     assert abs(float(bits[:300].float().mean()) - 0.75) < 0.08
-    assert torch.equal(mask, run("StatelessDropOutGenMask", args)[0])
+    assert torch.equal(mask, run_node("StatelessDropOutGenMask", args)[0])
     x = torch.randn(5, 60)
-    y = run("DropOutDoMask", [x, mask, torch.tensor(0.75)])[0]
+    y = run_node("DropOutDoMask", [x, mask, torch.tensor(0.75)])[0]
     keep = bits[:300].reshape(5, 60).bool()
     torch.testing.assert_close(y, torch.where(keep, x / 0.75, torch.zeros(())))
-    with pytest.raises(ValueError, match="bits for"):
-        run("DropOutDoMask", [torch.randn(400), mask, torch.tensor(0.75)])
+    with pytest.raises(GeExecutionError, match="bits for"):
+        run_node("DropOutDoMask", [torch.randn(400), mask, torch.tensor(0.75)])
 
 
 def test_randperm_is_a_permutation_in_dtype():
     for dtype in (I64, I32, F32):
-        y = run("StatelessRandperm", [_i64(50), _i64(2), _i64(0)], dtype=DT[dtype], layout=1)[0]
+        y = run_node("StatelessRandperm", [_i64(50), _i64(2), _i64(0)], dtype=DT[dtype], layout=1)[0]
         assert y.dtype == dtype and torch.equal(y.sort().values.long(), torch.arange(50))
-    assert run("StatelessRandperm", [_i64(0), _i64(2), _i64(0)], dtype=9)[0].shape == (0,)
+    assert run_node("StatelessRandperm", [_i64(0), _i64(2), _i64(0)], dtype=9)[0].shape == (0,)
 
 
 @pytest.mark.parametrize("replacement", [False, True])
 def test_multinomial(replacement):
     weights = torch.tensor([[0.0, 1.0, 3.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
     samples = 2 if not replacement else 4000
-    y = run("MultinomialWithReplacement", [weights, _i64(5), _i64(0)], numsamples=samples,
-            replacement=replacement)[0]
+    y = run_node("MultinomialWithReplacement", [weights, _i64(5), _i64(0)], numsamples=samples,
+                 replacement=replacement)[0]
     assert y.dtype == I64 and y.shape == (2, samples)
     assert not bool(((y[0] == 0) | (y[0] == 3)).any())  # zero-weight categories never drawn
     if replacement:
         assert abs(float((y[0] == 2).float().mean()) - 0.75) < 0.03
     else:
         assert len(set(y[1].tolist())) == 2 and sorted(y[0].tolist()) == [1, 2]
-    with pytest.raises(ValueError, match="numsamples 5"):
-        run("MultinomialWithReplacement", [weights, _i64(5), _i64(0)], numsamples=5)
-    with pytest.raises(ValueError, match="positive weight"):
-        run("MultinomialWithReplacement", [weights, _i64(5), _i64(0)], numsamples=3)
+    with pytest.raises(GeExecutionError, match="numsamples 5"):
+        run_node("MultinomialWithReplacement", [weights, _i64(5), _i64(0)], numsamples=5)
+    with pytest.raises(GeExecutionError, match="positive weight"):
+        run_node("MultinomialWithReplacement", [weights, _i64(5), _i64(0)], numsamples=3)
 
 
 # ---- through TorchAir's converters --------------------------------------------------------------
 
 def compile_twice(fn, *args):
     """Two runs under torch.manual_seed(0), then one more: (first, repeated, next), and the GE types."""
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, backend="npugraph", fullgraph=True)
+    compiled = Npugraph(fn)
     torch.manual_seed(0)
     with capture_graphs() as graphs:
         first = compiled(*args)

@@ -8,51 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from op_plugin._simulator import capture_graphs, execute_graph
+from op_plugin._simulator import capture_graphs
+from op_plugin._testing_harness import Const, check_compiled, run_node
 
 aten = torch.ops.aten
 F16, F32, BF16, I32, I64, BOOL = torch.float16, torch.float32, torch.bfloat16, torch.int32, torch.int64, torch.bool
-_TOL = {F32: dict(rtol=1e-5, atol=1e-5), F16: dict(rtol=2e-3, atol=1e-3), BF16: dict(rtol=1.6e-2, atol=1e-2)}
-
-
-def check_compiled(fn, args, ge_type, *, oracle=None, tol=None):
-    """Compile `fn` with npugraph and compare every output with `oracle` (default `fn`) run eagerly;
-    `ge_type` must appear in the lowered GE graphs. Returns the GE op types."""
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, backend="npugraph", fullgraph=True)
-    with capture_graphs() as graphs:
-        got = compiled(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
-    want = (oracle or fn)(*args)
-    types = [op.type for graph in graphs for op in graph.op]
-    assert ge_type is None or ge_type in types, types
-    got_leaves, want_leaves = torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)
-    assert len(got_leaves) == len(want_leaves)
-    for index, (g, w) in enumerate(zip(got_leaves, want_leaves)):
-        assert g.shape == w.shape and g.dtype == w.dtype, (index, g.shape, w.shape, g.dtype, w.dtype)
-        torch.testing.assert_close(g, w, **(tol or _TOL.get(g.dtype, {})), equal_nan=True,
-                                   msg=lambda m: f"output {index}: {m}")
-    return types
-
-
-def run_single(graph_builder, op_type, inputs, outputs, **attrs):
-    """One GE node fed by Data inputs (a tensor) or Consts (("const", tensor)); str attrs allowed."""
-    gb = graph_builder()
-    names, feeds = [], []
-    for i, item in enumerate(inputs):
-        if isinstance(item, tuple):
-            names.append(gb.const(f"c{i}", item[1]))
-        elif item is None:
-            names.append("")
-        else:
-            names.append(gb.data(f"in{i}", item.dtype, list(item.shape)))
-            feeds.append(item)
-    strings = {k: v for k, v in attrs.items() if isinstance(v, str)}
-    outs = gb.node("op", op_type, names, [(d, list(s)) for d, s in outputs],
-                   **{k: v for k, v in attrs.items() if k not in strings})
-    op = gb.graph.op[-1]
-    for key, value in strings.items():
-        op.attr[key].s = value.encode()
-    return execute_graph(gb.output(outs, [(d, list(s)) for d, s in outputs]), feeds)
 
 
 # ---- IndexByTensor ------------------------------------------------------------------------------
@@ -84,19 +44,20 @@ _INDEX_CASES = {
 def test_index_by_tensor(name):
     fn, make = _INDEX_CASES[name]
     torch.manual_seed(0)
-    check_compiled(fn, make(), None if name == "empty_index" else "IndexByTensor")  # empty: folded to a Const
+    # empty: folded to a Const
+    check_compiled(fn, make(), None if name == "empty_index" else "IndexByTensor", kind="kernel")
 
 
-def test_index_by_tensor_refuses_out_of_range(graph_builder):
+def test_index_by_tensor_refuses_out_of_range():
     x = torch.randn(4, 3)
     with pytest.raises(Exception, match="IndexByTensor.*outside"):
-        run_single(graph_builder, "IndexByTensor", [x, torch.tensor([4])], [(F32, [1, 3])], indices_mask=[1])
+        run_node("IndexByTensor", [x, [torch.tensor([4])]], [(F32, [1, 3])], indices_mask=[1])
 
 
-def test_index_by_tensor_mask_mismatch_refused(graph_builder):
+def test_index_by_tensor_mask_mismatch_refused():
     x = torch.randn(4, 3)
     with pytest.raises(Exception, match="indices_mask"):
-        run_single(graph_builder, "IndexByTensor", [x, torch.tensor([1])], [(F32, [1, 3])], indices_mask=[1, 1])
+        run_node("IndexByTensor", [x, [torch.tensor([1])]], [(F32, [1, 3])], indices_mask=[1, 1])
 
 
 # ---- ScatterElements / InplaceIndexAdd / EmbeddingBag ------------------------------------------
@@ -125,26 +86,26 @@ _SCATTER_CASES = {
 def test_scatter_elements(name):
     fn, make = _SCATTER_CASES[name]
     torch.manual_seed(0)
-    check_compiled(fn, make(), "ScatterElements")
+    check_compiled(fn, make(), "ScatterElements", kind="kernel")
 
 
 @pytest.mark.parametrize("reduction,reduce", [("mul", "prod"), ("max", "amax"), ("min", "amin")])
-def test_scatter_elements_reductions_hand_built(graph_builder, reduction, reduce):
+def test_scatter_elements_reductions_hand_built(reduction, reduce):
     """TorchAir only emits none and add; the other ONNX reductions include data's own value."""
     torch.manual_seed(0)
     data, index, updates = torch.randn(4, 3), torch.tensor([[0, 1, 1], [0, 3, 1]]), torch.randn(2, 3)
-    (got,) = run_single(graph_builder, "ScatterElements", [data, index, updates], [(F32, [4, 3])], axis=0,
-                        reduction=reduction)
+    (got,) = run_node("ScatterElements", [data, index, updates], [(F32, [4, 3])], axis=0,
+                      reduction=reduction)
     torch.testing.assert_close(got, data.scatter_reduce(0, index, updates, reduce, include_self=True))
 
 
-def test_scatter_elements_refuses_out_of_range_and_unknown_reduction(graph_builder):
+def test_scatter_elements_refuses_out_of_range_and_unknown_reduction():
     data, updates = torch.randn(4, 3), torch.randn(1, 3)
     with pytest.raises(Exception, match="ScatterElements.*outside"):
-        run_single(graph_builder, "ScatterElements", [data, torch.tensor([[0, 4, 1]]), updates], [(F32, [4, 3])])
+        run_node("ScatterElements", [data, torch.tensor([[0, 4, 1]]), updates], [(F32, [4, 3])])
     with pytest.raises(Exception, match="reduction 'mean'"):
-        run_single(graph_builder, "ScatterElements", [data, torch.tensor([[0, 1, 1]]), updates], [(F32, [4, 3])],
-                   reduction="mean")
+        run_node("ScatterElements", [data, torch.tensor([[0, 1, 1]]), updates], [(F32, [4, 3])],
+                 reduction="mean")
 
 
 @pytest.mark.parametrize("dim,alpha,dtype", [(0, 1, F32), (1, 2.5, F32), (-1, 1, F16), (0, 3, I32)])
@@ -154,7 +115,8 @@ def test_inplace_index_add(dim, alpha, dtype):
     index = torch.tensor([4, 0, 0] if dim == 0 else [3, 1, 3])
     shape = [3, 4] if dim == 0 else [5, 3]
     src = (torch.randn(shape) * 4).to(dtype)
-    check_compiled(lambda x, i, s: aten.index_add(x, dim, i, s, alpha=alpha), (x, index, src), "InplaceIndexAdd")
+    check_compiled(lambda x, i, s: aten.index_add(x, dim, i, s, alpha=alpha), (x, index, src), "InplaceIndexAdd",
+                   kind="kernel")
 
 
 _TORCHAIR_BAG_DEFAULT = pytest.mark.xfail(strict=True, reason=(
@@ -175,17 +137,17 @@ def test_embedding_bag(mode, per_sample, include_last, padding_idx):
     def fn(w, i, o, psw):
         return aten._embedding_bag(w, i, o, False, mode, False, psw, include_last, padding_idx)[0]
 
-    check_compiled(fn, (weight, indices, offsets, weights), "EmbeddingBag")
+    check_compiled(fn, (weight, indices, offsets, weights), "EmbeddingBag", kind="kernel")
 
 
 @pytest.mark.parametrize("mode,code", [("sum", 0), ("mean", 1), ("max", 2)])
-def test_embedding_bag_all_outputs_hand_built(graph_builder, mode, code):
+def test_embedding_bag_all_outputs_hand_built(mode, code):
     """offset2bag, bag_size and max_indices as aten defines them; scale_grad_by_freq/sparse do not matter."""
     weight, indices, offsets = torch.randn(6, 2), torch.tensor([1, 4, 4, 0, 5]), torch.tensor([0, 2, 2])
     want = aten._embedding_bag(weight, indices, offsets, False, code, False, None, False, -1)
-    got = run_single(graph_builder, "EmbeddingBag", [weight, indices, offsets, None],
-                     [(F32, list(t.shape)) if i == 0 else (I64, list(t.shape)) for i, t in enumerate(want)],
-                     mode=mode, scale_grad_by_freq=True)
+    got = run_node("EmbeddingBag", [weight, indices, offsets, None],
+                   [(F32, list(t.shape)) if i == 0 else (I64, list(t.shape)) for i, t in enumerate(want)],
+                   mode=mode, scale_grad_by_freq=True)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)
 
@@ -205,33 +167,34 @@ _STRIDED_CASES = {
 @pytest.mark.parametrize("name", list(_STRIDED_CASES))
 def test_as_strided(name):
     fn, make = _STRIDED_CASES[name]
-    check_compiled(fn, make(), "AsStrided")
+    check_compiled(fn, make(), "AsStrided", kind="kernel")
 
 
 @pytest.mark.parametrize("size,stride,offset", [([2, 2], [1, 2], 0), ([3, 2], [3, 1], 1), ([2, 3, 2], [12, 1, 4], 0)])
 def test_view_copy_through_as_strided_scatter(size, stride, offset):
     torch.manual_seed(0)
     x, src = torch.randn(4, 6), torch.randn(size)
-    check_compiled(lambda x, s: aten.as_strided_scatter(x, s, size, stride, offset), (x, src), "ViewCopy")
+    check_compiled(lambda x, s: aten.as_strided_scatter(x, s, size, stride, offset), (x, src), "ViewCopy",
+                   kind="kernel")
 
 
-def test_as_strided_refuses_a_view_past_the_buffer(graph_builder):
+def test_as_strided_refuses_a_view_past_the_buffer():
     x = torch.randn(2, 3)
     with pytest.raises(Exception, match="AsStrided.*reaches element"):
-        run_single(graph_builder, "AsStrided", [x, ("const", torch.tensor([2, 3])), ("const", torch.tensor([3, 1])),
-                                                ("const", torch.tensor(1))], [(F32, [2, 3])])
+        run_node("AsStrided", [x, Const(torch.tensor([2, 3])), Const(torch.tensor([3, 1])),
+                               Const(torch.tensor(1))], [(F32, [2, 3])])
 
 
-def test_assign_validate_shape(graph_builder):
+def test_assign_validate_shape():
     ref, value = torch.randn(2, 3), torch.randn(3, 2)
-    (got,) = run_single(graph_builder, "Assign", [ref, value], [(F32, [3, 2])], validate_shape=False)
+    (got,) = run_node("Assign", [ref, value], [(F32, [3, 2])], validate_shape=False)
     torch.testing.assert_close(got, value)
     with pytest.raises(Exception, match="validate_shape"):
-        run_single(graph_builder, "Assign", [ref, value], [(F32, [3, 2])])
+        run_node("Assign", [ref, value], [(F32, [3, 2])])
 
 
 def test_copy_lowers_to_assign():
-    check_compiled(lambda x, y: aten.copy(x, y), (torch.randn(2, 3), torch.randn(2, 3)), None)
+    check_compiled(lambda x, y: aten.copy(x, y), (torch.randn(2, 3), torch.randn(2, 3)), None, kind="kernel")
 
 
 # ---- Tril / Triu / ReverseV2 / Permute / FlattenV2 -----------------------------------------------
@@ -241,33 +204,33 @@ def test_copy_lowers_to_assign():
                                                   ((1, 6, 6), -7, BOOL), ((3, 0), 0, F32), ((4, 4), 1, I64)])
 def test_triangles(op, ge_type, shape, diagonal, dtype):
     x = (torch.randn(shape) * 5).to(dtype)
-    check_compiled(lambda x: op(x, diagonal), (x,), ge_type if x.numel() else None)
+    check_compiled(lambda x: op(x, diagonal), (x,), ge_type if x.numel() else None, kind="kernel")
 
 
 @pytest.mark.parametrize("dims,dtype", [([0], F32), ([-1], I32), ([0, 2], F16), ([1, -1], BOOL)])
 def test_reverse_v2(dims, dtype):
     x = (torch.randn(3, 4, 5) * 5).to(dtype)
-    check_compiled(lambda x: aten.flip(x, dims), (x,), "ReverseV2")
+    check_compiled(lambda x: aten.flip(x, dims), (x,), "ReverseV2", kind="kernel")
 
 
-def test_reverse_v2_refuses_a_repeated_axis(graph_builder):
+def test_reverse_v2_refuses_a_repeated_axis():
     with pytest.raises(Exception, match="ReverseV2.*twice"):
-        run_single(graph_builder, "ReverseV2", [torch.randn(3, 4), ("const", torch.tensor([1, -1]))], [(F32, [3, 4])])
+        run_node("ReverseV2", [torch.randn(3, 4), Const(torch.tensor([1, -1]))], [(F32, [3, 4])])
 
 
 @pytest.mark.parametrize("order", [[0], [1, 0], [2, 0, 1], [-1, 0, 1]])
-def test_permute_hand_built(graph_builder, order):
+def test_permute_hand_built(order):
     x = torch.randn([3, 4, 5][:max(len(order), 1)] if len(order) > 1 else [6])
     want = x.permute(order)
-    (got,) = run_single(graph_builder, "Permute", [x], [(F32, list(want.shape))], order=order)
+    (got,) = run_node("Permute", [x], [(F32, list(want.shape))], order=order)
     torch.testing.assert_close(got, want)
 
 
 @pytest.mark.parametrize("axis,end_axis", [(1, -1), (0, 1), (-2, -1), (2, 2)])
-def test_flatten_v2_hand_built(graph_builder, axis, end_axis):
+def test_flatten_v2_hand_built(axis, end_axis):
     x = torch.arange(120, dtype=I32).reshape(2, 3, 4, 5)
     want = x.flatten(axis, end_axis)
-    (got,) = run_single(graph_builder, "FlattenV2", [x], [(I32, list(want.shape))], axis=axis, end_axis=end_axis)
+    (got,) = run_node("FlattenV2", [x], [(I32, list(want.shape))], axis=axis, end_axis=end_axis)
     torch.testing.assert_close(got, want)
 
 
@@ -283,175 +246,156 @@ def test_new_empty_strided_shape_and_dtype():
 
 
 @pytest.mark.parametrize("dtype_code,dtype", [(0, F32), (3, I32), (9, I64), (12, BOOL)])
-def test_empty_hand_built(graph_builder, dtype_code, dtype):
-    (got,) = run_single(graph_builder, "Empty", [("const", torch.tensor([2, 0, 3], dtype=I32))], [(dtype, [2, 0, 3])],
-                        dtype=dtype_code, init=True)
+def test_empty_hand_built(dtype_code, dtype):
+    (got,) = run_node("Empty", [Const(torch.tensor([2, 0, 3], dtype=I32))], [(dtype, [2, 0, 3])],
+                      dtype=dtype_code, init=True)
     assert got.shape == (2, 0, 3) and got.dtype == dtype
 
 
 @pytest.mark.parametrize("start,end,steps", [(0.125, 0.875, 7), (-3.0, 5.0, 1), (2.0, -2.0, 5), (0.0, 1.0, 2)])
 def test_linspace(start, end, steps):
-    check_compiled(lambda x: x + aten.linspace(start, end, steps, dtype=F32), (torch.zeros(steps),), "LinSpace")
+    check_compiled(lambda x: x + aten.linspace(start, end, steps, dtype=F32), (torch.zeros(steps),), "LinSpace",
+                   kind="kernel")
 
 
 # ---- shape.py attrs TorchAir never varies -----------------------------------------------------------
 
-def test_split_refuses_an_uneven_split(graph_builder):
+def test_split_refuses_an_uneven_split():
     x = torch.randn(5, 2)
     with pytest.raises(Exception, match="SplitD.*num_split=2"):
-        run_single(graph_builder, "SplitD", [x], [(F32, [3, 2]), (F32, [2, 2])], split_dim=0, num_split=2)
+        run_node("SplitD", [x], [(F32, [3, 2]), (F32, [2, 2])], split_dim=0, num_split=2)
 
 
-def test_concat_n_must_match_the_inputs(graph_builder):
+def test_concat_n_must_match_the_inputs():
     a, b = torch.randn(2, 2), torch.randn(1, 2)
     with pytest.raises(Exception, match="N=3"):
-        run_single(graph_builder, "ConcatD", [a, b], [(F32, [3, 2])], concat_dim=0, N=3)
+        run_node("ConcatD", [[a, b]], [(F32, [3, 2])], concat_dim=0, N=3)
 
 
 @pytest.mark.parametrize("keep_dim,source,target,shape,want_shape", [
     (False, I32, torch.uint8, [2, 3], [2, 3, 4]), (False, torch.uint8, I32, [2, 4], [2]),
     (True, I32, torch.uint8, [2, 3], [2, 12]), (False, F32, I32, [2, 3], [2, 3]),
 ])
-def test_bitcast_keep_dim(graph_builder, keep_dim, source, target, shape, want_shape):
+def test_bitcast_keep_dim(keep_dim, source, target, shape, want_shape):
     x = torch.arange(24, dtype=torch.uint8)[:torch.Size(shape).numel() * torch.empty((), dtype=source).element_size()]
     x = x.view(source).reshape(shape)
     ge_type = {torch.uint8: 4, I32: 3, F32: 0}[target]
-    (got,) = run_single(graph_builder, "Bitcast", [x], [(target, want_shape)], type=ge_type, keep_dim=keep_dim)
+    (got,) = run_node("Bitcast", [x], [(target, want_shape)], type=ge_type, keep_dim=keep_dim)
     assert list(got.shape) == want_shape
     assert got.reshape(-1).view(torch.uint8).tolist() == x.reshape(-1).view(torch.uint8).tolist()
 
 
 @pytest.mark.parametrize("negative_ok", [True, False])
-def test_gather_nd_negative_index_support(graph_builder, negative_ok):
+def test_gather_nd_negative_index_support(negative_ok):
     x, index = torch.randn(4, 3), torch.tensor([[-1, 2], [0, -3]])
     if negative_ok:
-        (got,) = run_single(graph_builder, "GatherNd", [x, index], [(F32, [2])], negative_index_support=True)
+        (got,) = run_node("GatherNd", [x, index], [(F32, [2])], negative_index_support=True)
         torch.testing.assert_close(got, x[index[:, 0], index[:, 1]])
     else:
         with pytest.raises(Exception, match="out of range"):
-            run_single(graph_builder, "GatherNd", [x, index], [(F32, [2])])
+            run_node("GatherNd", [x, index], [(F32, [2])])
 
 
 # ---- types no compiled test emits: hand-built nodes against torch written independently ---------------
 
-def test_concat_with_the_axis_first(graph_builder):
+def test_concat_with_the_axis_first():
     a, b = torch.randn(2, 3), torch.randn(2, 1)
-    g = graph_builder()
-    names = [g.const("dim", torch.tensor(1, dtype=I32)), g.data("a", F32, [2, 3]), g.data("b", F32, [2, 1])]
-    (y,) = g.node("concat", "Concat", names, [(F32, [2, 4])], N=2)
-    _name_inputs_as_torchair_does(g, ["concat_dim", "x0", "x1"])
-    (got,) = execute_graph(g.output([y], [(F32, [2, 4])]), [a, b])
+    (got,) = run_node("Concat", [Const(torch.tensor(1, dtype=I32)), [a, b]], [(F32, [2, 4])], N=2)
     assert torch.equal(got[:, :3], a) and torch.equal(got[:, 3:], b)
 
 
-def test_concat_v2_d(graph_builder):
+def test_concat_v2_d():
     a, b = torch.randn(1, 2), torch.randn(3, 2)
-    (got,) = run_single(graph_builder, "ConcatV2D", [a, b], [(F32, [4, 2])], concat_dim=0, N=2)
+    (got,) = run_node("ConcatV2D", [[a, b]], [(F32, [4, 2])], concat_dim=0, N=2)
     assert torch.equal(got[:1], a) and torch.equal(got[1:], b)
 
 
-def test_fill_d(graph_builder):
-    (got,) = run_single(graph_builder, "FillD", [("const", torch.tensor([2.5]))], [(F32, [2, 3])], dims=[2, 3])
+def test_fill_d():
+    (got,) = run_node("FillD", [Const(torch.tensor([2.5]))], [(F32, [2, 3])], dims=[2, 3])
     assert got.tolist() == [[2.5] * 3] * 2
 
 
 @pytest.mark.parametrize("axis,want_shape", [(1, [2, 12]), (2, [6, 4]), (0, [1, 24])])
-def test_flatten(graph_builder, axis, want_shape):
+def test_flatten(axis, want_shape):
     x = torch.arange(24.0).reshape(2, 3, 4)
-    (got,) = run_single(graph_builder, "Flatten", [x], [(F32, want_shape)], axis=axis)
+    (got,) = run_node("Flatten", [x], [(F32, want_shape)], axis=axis)
     assert list(got.shape) == want_shape and got.reshape(-1).tolist() == x.reshape(-1).tolist()
 
 
-def test_gather_elements(graph_builder):
+def test_gather_elements():
     x, index = torch.randn(3, 4), torch.tensor([[3, 0], [1, 1], [0, 2]])
-    (got,) = run_single(graph_builder, "GatherElements", [x, index], [(F32, [3, 2])], dim=1)
+    (got,) = run_node("GatherElements", [x, index], [(F32, [3, 2])], dim=1)
     assert got.tolist() == [[x[r, c].item() for c in row] for r, row in enumerate(index.tolist())]
 
 
-def test_gather_v2_d(graph_builder):
+def test_gather_v2_d():
     x, index = torch.randn(5, 3), torch.tensor([[4, 0], [2, 2]], dtype=I32)
-    (got,) = run_single(graph_builder, "GatherV2D", [x, index], [(F32, [2, 2, 3])], axis=0)
+    (got,) = run_node("GatherV2D", [x, index], [(F32, [2, 2, 3])], axis=0)
     assert got.tolist() == [[x[i].tolist() for i in row] for row in index.tolist()]
 
 
 @pytest.mark.parametrize("axis", [-1, 0])
-def test_one_hot(graph_builder, axis):
+def test_one_hot(axis):
     index = torch.tensor([3, 0, 4], dtype=I32)
-    inputs = [index, ("const", torch.tensor(5, dtype=I32)), ("const", torch.tensor(2.0)), ("const", torch.tensor(-1.0))]
+    inputs = [index, Const(torch.tensor(5, dtype=I32)), Const(torch.tensor(2.0)), Const(torch.tensor(-1.0))]
     want = torch.eye(5)[index.long()] * 3 - 1  # on 2, off -1
     want = want if axis == -1 else want.T
-    (got,) = run_single(graph_builder, "OneHot", inputs, [(F32, list(want.shape))], axis=axis)
+    (got,) = run_node("OneHot", inputs, [(F32, list(want.shape))], axis=axis)
     assert torch.equal(got, want)
 
 
-def test_rank_size_shape_n(graph_builder):
+def test_rank_size_shape_n():
     x, y = torch.randn(2, 3, 4), torch.randn(5)
-    (got,) = run_single(graph_builder, "Rank", [x], [(I32, [])])
+    (got,) = run_node("Rank", [x], [(I32, [])])
     assert got.dtype == I32 and got.item() == 3
-    (got,) = run_single(graph_builder, "Size", [x], [(I32, [])])
+    (got,) = run_node("Size", [x], [(I32, [])])
     assert got.dtype == I32 and got.item() == 24
-    (got,) = run_single(graph_builder, "Size", [x], [(I64, [])], dtype=9)  # DT_INT64
+    (got,) = run_node("Size", [x], [(I64, [])], dtype=9)  # DT_INT64
     assert got.dtype == I64 and got.item() == 24
-    got = run_single(graph_builder, "ShapeN", [x, y], [(I32, [3]), (I32, [1])])
+    got = run_node("ShapeN", [[x, y]], [(I32, [3]), (I32, [1])])
     assert [t.tolist() for t in got] == [[2, 3, 4], [5]]
 
 
-def test_slice(graph_builder):
+def test_slice():
     x = torch.arange(20.0).reshape(4, 5)
-    inputs = [x, ("const", torch.tensor([1, 2])), ("const", torch.tensor([2, -1]))]
-    (got,) = run_single(graph_builder, "Slice", inputs, [(F32, [2, 3])])
+    inputs = [x, Const(torch.tensor([1, 2])), Const(torch.tensor([2, -1]))]
+    (got,) = run_node("Slice", inputs, [(F32, [2, 3])])
     assert got.tolist() == [[7.0, 8.0, 9.0], [12.0, 13.0, 14.0]]
 
 
-def test_split(graph_builder):
+def test_split():
     x = torch.arange(12.0).reshape(6, 2)
-    got = run_single(graph_builder, "Split", [("const", torch.tensor(0, dtype=I32)), x], [(F32, [2, 2])] * 3,
-                     num_split=3)
+    got = run_node("Split", [Const(torch.tensor(0, dtype=I32)), x], [(F32, [2, 2])] * 3,
+                   num_split=3)
     assert [t.tolist() for t in got] == [x[0:2].tolist(), x[2:4].tolist(), x[4:6].tolist()]
 
 
-def test_strided_slice(graph_builder):
+def test_strided_slice():
     x = torch.arange(30.0).reshape(6, 5)
-    inputs = [x, ("const", torch.tensor([1, 0])), ("const", torch.tensor([5, 2**63 - 1])), ("const", torch.tensor([2, 2]))]
-    (got,) = run_single(graph_builder, "StridedSlice", inputs, [(F32, [2, 3])])
+    inputs = [x, Const(torch.tensor([1, 0])), Const(torch.tensor([5, 2**63 - 1])), Const(torch.tensor([2, 2]))]
+    (got,) = run_node("StridedSlice", inputs, [(F32, [2, 3])])
     assert got.tolist() == [[5.0, 7.0, 9.0], [15.0, 17.0, 19.0]]
     with pytest.raises(Exception, match="StridedSlice.*masks"):
-        run_single(graph_builder, "StridedSlice", inputs, [(F32, [2, 3])], shrink_axis_mask=1)
+        run_node("StridedSlice", inputs, [(F32, [2, 3])], shrink_axis_mask=1)
 
 
-def test_tile(graph_builder):
+def test_tile():
     x = torch.randn(2, 3)
-    (got,) = run_single(graph_builder, "Tile", [x, ("const", torch.tensor([2, 1]))], [(F32, [4, 3])])
+    (got,) = run_node("Tile", [x, Const(torch.tensor([2, 1]))], [(F32, [4, 3])])
     assert torch.equal(got, torch.cat([x, x]))
 
 
-def test_transpose_d(graph_builder):
+def test_transpose_d():
     x = torch.randn(2, 3, 4)
-    (got,) = run_single(graph_builder, "TransposeD", [x], [(F32, [4, 2, 3])], perm=[2, 0, 1])
+    (got,) = run_node("TransposeD", [x], [(F32, [4, 2, 3])], perm=[2, 0, 1])
     assert got.is_contiguous() and torch.equal(got, torch.einsum("abc->cab", x))
 
 
-def _name_inputs_as_torchair_does(g, names):
-    """The builder names a node's input descs x0, x1, ...; a prototype whose dynamic input is `x`
-    followed by a fixed one (ConcatV2's x0.., concat_dim) needs TorchAir's names to be told apart."""
-    for desc, name in zip(g.graph.op[-1].input_desc, names):
-        desc.name = name
-
-
-def test_concat_of_scalars_is_a_vector_as_ge_gives_torchairs_rng_counter(graph_builder):
-    g = graph_builder()
-    seed = g.const("seed", torch.tensor(7, dtype=torch.int64))
-    offset = g.const("offset", torch.tensor(3, dtype=torch.int64))
-    axis = g.const("axis", torch.tensor(0, dtype=torch.int32))
-    (y,) = g.node("concat", "ConcatV2", [seed, offset, axis], [(torch.int64, [2])], N=2)
-    _name_inputs_as_torchair_does(g, ["x0", "x1", "concat_dim"])
-    (got,) = execute_graph(g.output([y], [(torch.int64, [2])]), [])
+def test_concat_of_scalars_is_a_vector_as_ge_gives_torchairs_rng_counter():
+    seed, offset = Const(torch.tensor(7, dtype=torch.int64)), Const(torch.tensor(3, dtype=torch.int64))
+    axis = Const(torch.tensor(0, dtype=torch.int32))
+    (got,) = run_node("ConcatV2", [[seed, offset], axis], [(torch.int64, [2])], N=2)
     assert got.tolist() == [7, 3]
-    g = graph_builder()
-    seed = g.const("seed", torch.tensor(7, dtype=torch.int64))
-    pair = g.const("pair", torch.tensor([1, 2], dtype=torch.int64))
-    axis = g.const("axis", torch.tensor(0, dtype=torch.int32))
-    (y,) = g.node("concat", "ConcatV2", [seed, pair, axis], [(torch.int64, [3])], N=2)
-    _name_inputs_as_torchair_does(g, ["x0", "x1", "concat_dim"])
-    (got,) = execute_graph(g.output([y], [(torch.int64, [3])]), [])
+    pair = Const(torch.tensor([1, 2], dtype=torch.int64))
+    (got,) = run_node("ConcatV2", [[seed, pair], axis], [(torch.int64, [3])], N=2)
     assert got.tolist() == [7, 1, 2]

@@ -15,9 +15,21 @@ from op_plugin._simulator.npu import ops as npu_ops
 from op_plugin._simulator.hosting.install import simulator_dir
 from op_plugin._simulator.npu.wheel_meta import META_MODULE
 
-from _npu_ops_common import (  # noqa: F401  (_simulator: the module fixture)
-    BF16, F16, F32, FLOATS, TOL, _materialize, _rotation, _simulator, close, compile_and_compare, npu,
-)
+from op_plugin._testing_harness import assert_close, check_compiled
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+FLOATS = (F32, F16, BF16)
+npu = torch.ops.npu
+pytestmark = pytest.mark.usefixtures("torchair")  # defines the ops first (loader.py), then imports TorchAir
+
+
+def _materialize(arg):
+    """A declared case's tensor spec as uniform rand in its value_range (default [-2, 2))."""
+    dims = getattr(arg, "dims", None)
+    if dims is None:
+        return arg
+    low, high = arg.value_range if getattr(arg, "value_range", None) else (-2.0, 2.0)
+    return (torch.rand(dims) * (high - low) + low).to(arg.dtype)
 
 
 # ---- definitions: from the wheel, before TorchAir ----
@@ -89,11 +101,11 @@ def test_rms_norm(shape, gshape, dtype):
     x, gamma = torch.randn(shape).to(dtype), torch.randn(gshape).to(dtype)
     y, rstd = npu.npu_rms_norm(x, gamma, 1e-5)
     want = F.rms_norm(x.float(), gshape, gamma.float(), eps=1e-5)
-    close(y, want.to(dtype))
+    assert_close(y, want.to(dtype), "npu_ops", equal_nan=True)
     dims = tuple(range(x.dim() - len(gshape), x.dim()))
     want_rstd = torch.rsqrt(x.float().pow(2).mean(dims, keepdim=True) + 1e-5)
     assert rstd.dtype == F32
-    close(rstd, want_rstd, F32)
+    assert_close(rstd, want_rstd, "npu_ops", dtype=F32, equal_nan=True)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -103,7 +115,7 @@ def test_add_rms_norm(shape, gshape, dtype):
     y, rstd, x = npu.npu_add_rms_norm(x1, x2, gamma)
     total = (x1.float() + x2.float()).to(dtype)
     assert torch.equal(x, total)
-    close(y, F.rms_norm(total.float(), gshape, gamma.float(), eps=1e-6).to(dtype))
+    assert_close(y, F.rms_norm(total.float(), gshape, gamma.float(), eps=1e-6).to(dtype), "npu_ops", equal_nan=True)
     assert rstd.dtype == F32 and rstd.shape == F.rms_norm(total.float(), gshape).shape[:x.dim() - len(gshape)] + (1,) * len(gshape)
 
 
@@ -125,17 +137,17 @@ ROTARY_CASES = [  # x shape, r shape
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("mode", ["half", "interleave"])
 @pytest.mark.parametrize("shape,rshape", ROTARY_CASES)
-def test_rotary_mul(shape, rshape, mode, dtype):
+def test_rotary_mul(shape, rshape, mode, dtype, rotation):
     x, r1, r2 = torch.randn(shape).to(dtype), torch.rand(rshape).to(dtype), torch.rand(rshape).to(dtype)
     got = npu.npu_rotary_mul(x, r1, r2, mode)
-    want = r1.float() * x.float() + r2.float() * (x.float() @ _rotation(shape[-1], mode))
-    close(got, want.to(dtype))
+    want = r1.float() * x.float() + r2.float() * (x.float() @ rotation(shape[-1], mode))
+    assert_close(got, want.to(dtype), "npu_ops", equal_nan=True)
 
 
 def test_rotary_mul_with_rotate_matrix_and_refusals():
     x, r = torch.randn(2, 3, 4, 6), torch.rand(1, 3, 1, 6)
     rotate = torch.randn(6, 6)
-    close(npu.npu_rotary_mul(x, r, r, "half", rotate), r * x + r * (x @ rotate))
+    assert_close(npu.npu_rotary_mul(x, r, r, "half", rotate), r * x + r * (x @ rotate), "npu_ops", equal_nan=True)
     with pytest.raises(ValueError, match="rotary_mode"):
         npu.npu_rotary_mul(x, r, r, "quarter")
     with pytest.raises(ValueError, match="even"):
@@ -147,7 +159,7 @@ def test_rotary_mul_with_rotate_matrix_and_refusals():
 def test_swiglu(shape, dim, dtype):
     x = torch.randn(shape).to(dtype)
     a, b = x.float().split(shape[dim] // 2, dim=dim)
-    close(npu.npu_swiglu(x, dim), (F.silu(a) * b).to(dtype))
+    assert_close(npu.npu_swiglu(x, dim), (F.silu(a) * b).to(dtype), "npu_ops", equal_nan=True)
 
 
 def test_swiglu_refuses_odd_split():
@@ -175,7 +187,7 @@ def test_torchair_declared_cases(name):
             it = iter(ts)
             return op(*[next(it) if p is None else p for p in plain], **kwargs)
 
-        compile_and_compare(fn, tensors, GE_TYPES[name])
+        check_compiled(fn, tensors, GE_TYPES[name], kind="npu_ops")
 
 
 COMPILED = {  # name -> (fn, args(dtype), GE type)
@@ -191,10 +203,10 @@ COMPILED = {  # name -> (fn, args(dtype), GE type)
 @pytest.mark.parametrize("name", sorted(COMPILED))
 def test_compiled_matches_eager(name, dtype):
     fn, make, ge_type = COMPILED[name]
-    compile_and_compare(fn, make(dtype), ge_type)
+    check_compiled(fn, make(dtype), ge_type, kind="npu_ops")
 
 
 def test_compiled_dynamic_shapes():
     fn = lambda x, g: npu.npu_rms_norm(x, g)[0] + npu.npu_swiglu(torch.cat([x, x], -1))  # noqa: E731
     for rows in (3, 5, 7):
-        compile_and_compare(fn, (torch.randn(rows, 8), torch.randn(8)), "SwiGlu", dynamic=True)
+        check_compiled(fn, (torch.randn(rows, 8), torch.randn(8)), "SwiGlu", kind="npu_ops", dynamic=True)
