@@ -1,15 +1,14 @@
 """examples/llama_block.py through torch.compile(backend="npugraph"): the GE graph TorchAir builds
 from the shipped ops' mappings, run by the simulator, must match eager (reference kernels).
 
-Tolerances: op_plugin.testing.tolerances(dtype) (fp32 atol 1e-5 / rtol 1.3e-6, fp16 1e-3,
-bf16 1.6e-2). Gradients (fp32) use the fp32 tolerances too.
+Tolerances: the project's rule (op_plugin.testing.tolerances; op_plugin._testing_harness's "eager"
+row): fp32 atol 1e-5 / rtol 1.3e-6, fp16 1e-3, bf16 1.6e-2. Gradients (fp32) use the fp32 tolerances too.
 """
 import pytest
 import torch
 
-from _model_harness import (DTYPE_IDS, assert_close, check_dynamic_sizes, clone_inputs, compile_model,
-                            run_and_capture)
-from op_plugin.testing import tolerances
+from op_plugin._simulator import capture_graphs
+from op_plugin._testing_harness import DTYPE_IDS, Npugraph, assert_close, check_dynamic_sizes
 
 from examples import llama_block
 
@@ -26,34 +25,26 @@ def _model(use_cache, dtype):
     return llama_block.LlamaBlock(use_cache=use_cache).to(dtype).eval()
 
 
-def _check(compiled, model, inputs, dtype):
-    """Compiled vs eager on fresh copies; the caches (inputs 4, 5) must be updated in place alike."""
-    eager_inputs = clone_inputs(inputs)
-    got, op_types, graphs = run_and_capture(compiled, inputs)
-    with torch.no_grad():
-        want = model(*eager_inputs)
-    assert_close(got, want, tolerances(dtype))
-    if model.use_cache:
-        for index, name in ((4, "k_cache"), (5, "v_cache")):
-            assert_close(inputs[index], eager_inputs[index], tolerances(dtype), what=name)
-    return op_types, graphs
+def _check_keywords(model):
+    """Compiled vs eager under no_grad; the caches (inputs 4 and 5) must be updated in place alike."""
+    return dict(no_grad=True, equal_nan=False, mutated=(4, 5) if model.use_cache else ())
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS.get)
 @pytest.mark.parametrize("use_cache", [True, False], ids=["kv_cache", "no_cache"])
 def test_static_matches_eager(use_cache, dtype):
     model = _model(use_cache, dtype)
-    compiled, backend = compile_model(model, dynamic=False)
+    compiled = Npugraph(model)
     inputs = llama_block.example_inputs(model, *SIZES[0], dtype=dtype)
-    if use_cache:
-        before = inputs[4].clone()
-    (op_types,), _ = _check(compiled, model, inputs, dtype)
+    before = inputs[4].clone() if use_cache else None
+    run = compiled.check(inputs, **_check_keywords(model))
+    (op_types,) = run.types_per_graph
     expected = CACHED_OPS if use_cache else UNCACHED_OPS
     assert expected <= set(op_types), sorted(expected - set(op_types))
-    assert backend.compiles == 1
-    if use_cache:   # the new keys landed at positions 3..7 and nowhere else
+    assert compiled.compiles == 1
+    if use_cache:   # the compiled call's new keys landed at positions 3..7 and nowhere else
         batch, seq, start = SIZES[0]
-        changed = (inputs[4] != before).flatten(2).any(-1).any(0).nonzero().flatten().tolist()
+        changed = (run.args[4] != before).flatten(2).any(-1).any(0).nonzero().flatten().tolist()
         assert changed == list(range(start, start + seq))
 
 
@@ -62,7 +53,7 @@ def test_static_matches_eager(use_cache, dtype):
 def test_dynamic_three_sizes_one_compile(use_cache, dtype):
     model = _model(use_cache, dtype)
     check_dynamic_sizes(model, [llama_block.example_inputs(model, batch, seq, start, dtype=dtype, seed=index)
-                                for index, (batch, seq, start) in enumerate(SIZES)], dtype, check=_check)
+                                for index, (batch, seq, start) in enumerate(SIZES)], **_check_keywords(model))
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
@@ -70,10 +61,8 @@ def test_training_gradients_match_eager(dynamic):
     """Forward + backward through npugraph (train mode) give eager's loss and gradients."""
     torch.manual_seed(0)
     model = llama_block.LlamaBlock(use_cache=False).train()
-    compiled, backend = compile_model(model, dynamic=dynamic)
-    tolerance = tolerances(torch.float32)
+    compiled = Npugraph(model, dynamic=dynamic)
     sizes = SIZES if dynamic else SIZES[:1]
-    from op_plugin._simulator import capture_graphs
 
     graph_count = 0
     for index, (batch, seq, start) in enumerate(sizes):
@@ -90,11 +79,11 @@ def test_training_gradients_match_eager(dynamic):
             grads = {name: p.grad.clone() for name, p in model.named_parameters()}
             results.append((loss.detach(), leaf.grad.clone(), grads))
         (loss, grad_x, grads), (want_loss, want_grad_x, want_grads) = results
-        assert_close(loss, want_loss, tolerance, what="loss")
-        assert_close(grad_x, want_grad_x, tolerance, what="grad x")
+        assert_close(loss, want_loss, what="loss")
+        assert_close(grad_x, want_grad_x, what="grad x")
         assert set(grads) == set(want_grads) and len(grads) == 10
         for name in grads:
             assert want_grads[name].abs().sum() > 0, name
-            assert_close(grads[name], want_grads[name], tolerance, what=f"grad {name}")
-    assert backend.compiles == 1
+            assert_close(grads[name], want_grads[name], what=f"grad {name}")
+    assert compiled.compiles == 1
     assert graph_count == 2   # one forward and one backward GE graph, reused for every size
