@@ -17,8 +17,37 @@ def _validate(args) -> int:
             print(f"error: {exc}", file=sys.stderr)
             failed += 1
             continue
+        problems = _builtin_mapping_problems(specs)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        if problems:
+            failed += 1
+            continue
         print(f"ok: {path}: {len(specs)} op(s): {', '.join(s.qualname for s in specs)}")
     return 1 if failed else 0
+
+
+def _builtin_mapping_problems(specs) -> list[str]:
+    """A `ge:` mapping onto a CANN built-in type checked against CANN's prototype (input, attr and
+    output names and kinds), as the first compile would, with advice that keeps the built-in."""
+    from ._base.errors import OpPluginError
+    from ._ge.builtin_prototypes import builtin_prototype
+    from ._lowering.mapping import check_against_builtin
+
+    problems = []
+    for spec in specs:
+        if spec.ge is None:
+            continue
+        builtin = builtin_prototype(spec.ge.type)
+        if builtin is None:
+            continue
+        try:
+            check_against_builtin(spec, builtin)
+        except OpPluginError as exc:
+            problems.append(f"{exc}; {spec.ge.type} is a CANN built-in: use its names in `ge:` (inputs, attrs, "
+                            "outputs) as listed; a different `ge.type` would make this a custom op that needs "
+                            "its own Ascend C kernel")
+    return problems
 
 
 def _list(args) -> int:

@@ -271,3 +271,25 @@ def test_compare_on_an_inference_model_with_no_grad(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "op_plugin.cli", "compare", "infer_model:factory", "--no-grad"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_validate_checks_a_builtin_mapping_against_its_prototype(tmp_path, capsys):
+    """Item 9: `op-plugin validate` checks a mapping onto a CANN built-in type against CANN's
+    prototype (LeakyRelu's attr is negative_slope, not slope), located, with advice that does not
+    turn the built-in into a custom type."""
+    from op_plugin.cli import main
+
+    bad = tmp_path / "leaky.yaml"
+    bad.write_text("""\
+ops:
+  - func: npu_habit_leaky(Tensor x, float slope=0.01) -> Tensor
+    outputs: [{size: x.shape, dtype: x}]
+    ge: {type: LeakyRelu, attrs: {slope: slope}}
+""")
+    assert main(["validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "leaky.yaml:" in err and "LeakyRelu" in err and "negative_slope" in err, err
+    assert "built-in" in err and "Ascend C" in err, err
+    good = tmp_path / "leaky_ok.yaml"
+    good.write_text(bad.read_text().replace("{slope: slope}", "{negative_slope: slope}"))
+    assert main(["validate", str(good)]) == 0, capsys.readouterr().err
