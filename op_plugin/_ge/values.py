@@ -41,6 +41,30 @@ TORCH_TO_PROTO = {dtype: proto for dtype, _, proto in _DTYPE_NUMBERS}
 PROTO_DT_UNDEFINED = 0
 PROTO_DT_FLOAT = 1
 
+# Every dtype name of the protobuf enum (ge_ir.proto DataType, TorchAir's ge_ir_pb2), so a dtype with no torch
+# counterpart here (DT_FLOAT4_E2M1 = 39 from npu_dynamic_mx_quant, DT_HIFLOAT8, DT_INT4 ...) is named.
+PROTO_DTYPE_NAMES = dict(enumerate((
+    "DT_UNDEFINED", "DT_FLOAT", "DT_FLOAT16", "DT_INT8", "DT_UINT8", "DT_INT16", "DT_UINT16", "DT_INT32",
+    "DT_INT64", "DT_UINT32", "DT_UINT64", "DT_BOOL", "DT_DOUBLE", "DT_STRING", "DT_DUAL_SUB_INT8",
+    "DT_DUAL_SUB_UINT8", "DT_COMPLEX64", "DT_COMPLEX128", "DT_QINT8", "DT_QINT16", "DT_QINT32", "DT_QUINT8",
+    "DT_QUINT16", "DT_RESOURCE", "DT_STRING_REF", "DT_DUAL", "DT_VARIANT", "DT_BF16", "DT_INT4", "DT_UINT1",
+    "DT_INT2", "DT_UINT2", "DT_COMPLEX32", "DT_HIFLOAT8", "DT_FLOAT8_E5M2", "DT_FLOAT8_E4M3FN", "DT_FLOAT8_E8M0",
+    "DT_FLOAT6_E3M2", "DT_FLOAT6_E2M3", "DT_FLOAT4_E2M1", "DT_FLOAT4_E1M2", "DT_HIFLOAT4")))
+# The GE enum's names (torchair.ge.DataType) of the dtypes with no torch dtype in _DTYPE_NUMBERS.
+GE_DTYPE_NAMES = {
+    13: "DT_STRING", 14: "DT_DUAL_SUB_INT8", 15: "DT_DUAL_SUB_UINT8", 18: "DT_QINT8", 19: "DT_QINT16",
+    20: "DT_QINT32", 21: "DT_QUINT8", 22: "DT_QUINT16", 23: "DT_RESOURCE", 24: "DT_STRING_REF", 25: "DT_DUAL",
+    26: "DT_VARIANT", 28: "DT_UNDEFINED", 29: "DT_INT4", 30: "DT_UINT1", 31: "DT_INT2", 32: "DT_UINT2",
+    34: "DT_HIFLOAT8", 35: "DT_FLOAT8_E5M2", 36: "DT_FLOAT8_E4M3FN", 37: "DT_FLOAT8_E8M0", 38: "DT_FLOAT6_E3M2",
+    39: "DT_FLOAT6_E2M3", 40: "DT_FLOAT4_E2M1", 41: "DT_FLOAT4_E1M2", 42: "DT_HIFLOAT4",
+}
+
+
+class UnsupportedGeDtype(ValueError):
+    """A GE dtype (a number of either enum) that has no torch dtype on the simulator; the message
+    names it. Callers that know the node add its name (the executor raises GeExecutionError)."""
+
+
 UNKNOWN_DIM = -1  # one dimension of unknown size
 UNKNOWN_RANK = -2  # a shape [-2]: rank and sizes unknown
 
@@ -50,7 +74,9 @@ def ge_dtype_to_torch(number: int, where: str = "") -> torch.dtype:
     try:
         return GE_TO_TORCH[int(number)]
     except KeyError:
-        raise ValueError(f"{where}unsupported GE dtype number {number} (GE enum, DT_FLOAT = 0)") from None
+        name = GE_DTYPE_NAMES.get(int(number), "not a GE dtype")
+        raise UnsupportedGeDtype(f"{where}unsupported GE dtype {name} (number {number} of the GE enum, DT_FLOAT = 0): "
+                                 "the simulator has no torch dtype for it") from None
 
 
 def proto_dtype_to_torch(number: int, where: str = "") -> torch.dtype:
@@ -58,12 +84,16 @@ def proto_dtype_to_torch(number: int, where: str = "") -> torch.dtype:
     try:
         return PROTO_TO_TORCH[int(number)]
     except KeyError:
-        raise ValueError(f"{where}unsupported GE tensor dtype {number} (protobuf enum, DT_FLOAT = 1)") from None
+        name = PROTO_DTYPE_NAMES.get(int(number), "not a GE dtype")
+        raise UnsupportedGeDtype(f"{where}unsupported GE tensor dtype {name} (number {number} of the protobuf enum, "
+                                 "DT_FLOAT = 1): the simulator has no torch dtype for it") from None
 
 
 def proto_dtype_name(number: int) -> str:
     dtype = PROTO_TO_TORCH.get(int(number))
-    return str(dtype).replace("torch.", "") if dtype is not None else f"proto dtype {number}"
+    if dtype is not None:
+        return str(dtype).replace("torch.", "")
+    return PROTO_DTYPE_NAMES.get(int(number), f"proto dtype {number}")
 
 
 def decode_tensor_def(tensor_def, where: str = "") -> torch.Tensor:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import torch
 
 from ..errors import GeExecutionError
-from ...._ge.values import PROTO_DT_FLOAT, PROTO_DT_UNDEFINED, UNKNOWN_DIM, UNKNOWN_RANK, proto_dtype_to_torch
+from ...._ge.values import PROTO_DT_FLOAT, PROTO_DT_UNDEFINED, UNKNOWN_DIM, UNKNOWN_RANK, UnsupportedGeDtype, proto_dtype_to_torch
 
 
 class OutputCheck(NamedTuple):
@@ -26,7 +26,7 @@ class OutputCheck(NamedTuple):
 def output_check(desc, where: str, *, trust_float: bool) -> OutputCheck:
     """(where, dtype or None, shape or None) that a tensor described by `desc` must have."""
     shape = [int(dim) for dim in desc.shape.dim] if desc.HasField("shape") else None
-    return OutputCheck(where, _declared_dtype(desc, trust_float), shape)
+    return OutputCheck(where, _declared_dtype(desc, trust_float, where), shape)
 
 
 def check_output(tensor: torch.Tensor, check: OutputCheck) -> None:
@@ -37,13 +37,16 @@ def check_output(tensor: torch.Tensor, check: OutputCheck) -> None:
         raise GeExecutionError(f"{where}: shape mismatch, expected {declared}, got {list(tensor.shape)}")
 
 
-def _declared_dtype(desc, trust_float: bool):
+def _declared_dtype(desc, trust_float: bool, where: str):
     number = desc.dtype
     if number == PROTO_DT_UNDEFINED:
         return None
     if number == PROTO_DT_FLOAT and not trust_float and "_meta" not in desc.attr:
         return None  # possibly TorchAir's default fill for an unknown dtype
-    return proto_dtype_to_torch(number)
+    try:
+        return proto_dtype_to_torch(number)
+    except UnsupportedGeDtype as error:
+        raise GeExecutionError(f"{where}: {error}") from None
 
 
 def _shape_matches(declared: list, actual: list) -> bool:

@@ -37,7 +37,7 @@ import os
 import torch
 
 from ...._ge.graph import ControlRef, parse_input, topological_order
-from ...._ge.values import decode_attrs, decode_tensor_def, ge_dtype_to_torch
+from ...._ge.values import UnsupportedGeDtype, decode_attrs, decode_tensor_def, ge_dtype_to_torch
 from ..kernels import lookup_kernel
 from ..kernels.common import VIEWS_ALLOWED, remember_ints
 from .. import collectives
@@ -109,11 +109,17 @@ class GraphPlan:
         for op in topological_order(list(graph_def.op), GeExecutionError):
             refs = [parse_input(text) for text in op.input]
             data_refs = [ref for ref in refs if not isinstance(ref, ControlRef)]
-            step = _Step(op, data_refs, decode_attrs(op))
+            try:
+                step = _Step(op, data_refs, decode_attrs(op))
+                if op.type == "Const":
+                    step.const = decode_tensor_def(op.attr["value"].t, where=f"Const node {op.name!r}: ")
+            except UnsupportedGeDtype as error:  # a dtype in an attr or a Const: name the node
+                message = str(error)
+                if op.name not in message:
+                    message = f"node {op.name!r} ({op.type}): {message}"
+                raise GeExecutionError(message) from None
             self.steps.append(step)
-            if op.type == "Const":
-                step.const = decode_tensor_def(op.attr["value"].t, where=f"Const node {op.name!r}: ")
-            elif op.type not in ("Data", "RefData", "NetOutput"):
+            if op.type not in ("Const", "Data", "RefData", "NetOutput"):
                 entry = _kernel_for(op)
                 step.kernel = bind(entry, op, step.attrs)
                 step.builtin = entry.builtin
