@@ -2,7 +2,7 @@
 
 The script below is what an engineer who already uses TorchAir writes: `op_plugin.load_torchair()`
 for the `torchair` module, `torchair.get_npu_backend(compiler_config=CompilerConfig())` with a
-pbtxt graph dump and `frozen_parameter`, on a model using YAML ops: one with a custom GE type
+pbtxt graph dump, a data dump and `frozen_parameter`, on a model using YAML ops: one with a custom GE type
 lowered from `ge:`, one whose hand-written converter emits its declared custom type with
 `ge.custom_op`. It runs in both call orders (TorchAir loaded before or after the YAML) and after
 an npugraph compile, and never needs an npugraph compile first.
@@ -85,6 +85,10 @@ config = CompilerConfig()
 config.debug.graph_dump.type = "pbtxt"
 config.debug.graph_dump.path = DUMP
 config.experimental_config.frozen_parameter = True
+if ORDER != "npugraph_first":   # GE is set up once per process: a data dump needs it set up by this config
+    config.dump_config.enable_dump = True
+    os.makedirs(os.path.join(DUMP, "data"))
+    config.dump_config.dump_path = os.path.join(DUMP, "data")
 backend = torchair.get_npu_backend(compiler_config=config)
 compiled = torch.compile(model, backend=backend)
 with torch.no_grad():
@@ -94,6 +98,9 @@ dumps = glob.glob(os.path.join(DUMP, "*.pbtxt"))
 assert dumps, f"no pbtxt dump in {DUMP}: {os.listdir(DUMP)}"
 text = "".join(open(p).read() for p in dumps)
 assert "NpuHabitScale" in text and "NpuHabitTwice" in text, "custom types missing from the dump"
+if ORDER != "npugraph_first":
+    data = [f for _, _, files in os.walk(os.path.join(DUMP, "data")) for f in files]
+    assert any(f.startswith("NpuHabitScale.") and f.endswith(".npy") for f in data), data
 print("HABITS OK", ORDER)
 """
 
