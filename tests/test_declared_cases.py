@@ -26,7 +26,10 @@ def test_enumeration_finds_torchairs_declared_cases():
     ids = [c.case_id for c in cases]
     assert len(ids) == len(set(ids))
     torchairs = [c for c in cases if "#op_plugin-" not in c.case_id]
-    assert 780 <= len(torchairs) <= 900, len(torchairs)  # 824 with TorchAir of torch-npu 2.13.0
+    # 919 with TorchAir of torch-npu 2.13.0: 811 on aten/prims/operator converters, 108 on npu converters
+    # (those register once every op of the wheel's schema list is defined, issue 23)
+    assert 880 <= len(torchairs) <= 1000, len(torchairs)
+    assert len([c for c in torchairs if c.case_id.startswith("npu.")]) == 108
     assert len({c.converter for c in cases}) >= 250
     assert "aten.add.Tensor#1" in ids and "npu.npu_rms_norm.default#1" in ids
     assert all(c.case_id.startswith("aten.add") for c in enumerate_cases(["aten.add"]))
