@@ -54,6 +54,8 @@ COVERED = (
     "npu_fusion_attention",
     "npu_prompt_flash_attention",
     "npu_incre_flash_attention",
+    "npu_apply_rotary_pos_emb",
+    "npu_interleave_rope",
 )
 CPU_KERNELS = {**npu_ops_reference.KERNELS, **npu_ops_attention.KERNELS}
 

@@ -11,6 +11,15 @@ in float32 for 16-bit inputs and rounded once to the input dtype:
   ``x_new = cat(-x2, x1)`` of the halves ("half"), the pairs ``(-x[1::2], x[::2])`` interleaved
   ("interleave"), or ``x @ rotate`` when ``rotate`` is given.
 * ``npu_swiglu(x, dim)``: ``A, B = chunk(x, 2, dim)``, ``A * sigmoid(A) * B``.
+* ``npu_apply_rotary_pos_emb(query, key, cos, sin, layout, rotary_mode)``: query and key each
+  ``x * cos + x_rotate * sin``, x_rotate by rotary_mode: "half" ``cat(-x2, x1)``, "interleave" the
+  pairs ``(-x[1::2], x[::2])``, "quarter" ``cat(-q1, q0, -q3, q2)`` of the quarters; cos/sin broadcast
+  over the heads (N = 1 in their shape) in any layout BSND, SBND, BNSD (4-D) or TND (3-D). On an NPU
+  eager updates query and key in place and returns them (docs: "原地更新"); the schema declares no
+  alias, so here the results are new tensors (TorchAir's graph copies the inputs first: the same).
+  cos/sin narrower than query (Atlas 350 only) are refused: what happens to the rest is not documented.
+* ``npu_interleave_rope(x, cos, sin)``: ``q`` = x with its interleaved pairs de-interleaved (evens,
+  then odds), ``q * cos + rotate_half(q) * sin`` (CANN InterleaveRope), 4-D x (B, N, S, D).
 """
 from __future__ import annotations
 
@@ -73,7 +82,57 @@ def npu_swiglu(self, dim=-1):
     return (a * torch.sigmoid(a) * b).to(self.dtype)
 
 
+def _rotate(x, mode, op):
+    if mode == "half":
+        first, second = x.chunk(2, dim=-1)
+        return torch.cat((-second, first), dim=-1)
+    if mode == "interleave":
+        return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+    if mode == "quarter":
+        q0, q1, q2, q3 = x.chunk(4, dim=-1)
+        return torch.cat((-q1, q0, -q3, q2), dim=-1)
+    raise ValueError(f"npu::{op}: rotary_mode {mode!r} is not 'half', 'interleave' or 'quarter'")
+
+
+_ROPE_RANKS = {"BSND": 4, "SBND": 4, "BNSD": 4, "TND": 3}
+
+
+def npu_apply_rotary_pos_emb(query, key, cos, sin, layout="BSND", rotary_mode="half"):
+    op = "npu_apply_rotary_pos_emb"
+    _check_float(op, query=query, key=key, cos=cos, sin=sin)
+    if not query.dtype == key.dtype == cos.dtype == sin.dtype:
+        raise TypeError(f"npu::{op}: query, key, cos and sin must have one dtype")
+    if layout not in _ROPE_RANKS:
+        raise ValueError(f"npu::{op}: layout {layout!r} is not one of {sorted(_ROPE_RANKS)}")
+    rank = _ROPE_RANKS[layout]
+    if any(t.dim() != rank for t in (query, key, cos, sin)):
+        raise ValueError(f"npu::{op}: layout {layout} takes {rank}-D query, key, cos and sin")
+    width = query.shape[-1]
+    if key.shape[-1] != width or cos.shape[-1] != width or sin.shape[-1] != width:
+        raise ValueError(f"npu::{op}: query, key, cos and sin must have one last dim (a narrower cos is not simulated)")
+    if width % (4 if rotary_mode == "quarter" else 2):
+        raise ValueError(f"npu::{op}: the last dim {width} does not split for rotary_mode {rotary_mode!r}")
+    c, s = opmath(cos).float(), opmath(sin).float()
+    outs = []
+    for x in (query, key):
+        wide = opmath(x).float()
+        outs.append((wide * c + _rotate(wide, rotary_mode, op) * s).to(x.dtype))
+    return outs[0], outs[1]
+
+
+def npu_interleave_rope(x, cos, sin):
+    op = "npu_interleave_rope"
+    _check_float(op, x=x, cos=cos, sin=sin)
+    if x.dim() != 4 or x.shape[-1] % 2 or cos.shape[-1] != x.shape[-1] or sin.shape[-1] != x.shape[-1]:
+        raise ValueError(f"npu::{op}: x must be 4-D (B, N, S, D) with an even D equal to cos's and sin's")
+    wide = opmath(x).float()
+    q = torch.cat((wide[..., ::2], wide[..., 1::2]), dim=-1)
+    return (q * opmath(cos).float() + _rotate(q, "half", op) * opmath(sin).float()).to(x.dtype)
+
+
 KERNELS = {
+    "npu_apply_rotary_pos_emb": npu_apply_rotary_pos_emb,
+    "npu_interleave_rope": npu_interleave_rope,
     "npu_rms_norm": npu_rms_norm,
     "npu_add_rms_norm": npu_add_rms_norm,
     "npu_rotary_mul": npu_rotary_mul,

@@ -57,3 +57,56 @@ def rotary_position_embedding(x, cos, sin, rotate, *, mode):
     else:
         part1, part2 = wide, _rotated(wide, mode)
     return (part1 * opmath(cos).float() + part2 * opmath(sin).float()).to(x.dtype)
+
+
+# ApplyRotaryPosEmb's `layout` attr as TorchAir writes it (1 BSND or BSH, 2 SBND, 3 BNSD, 4 TND); cos/sin
+# carry N = 1 at the layout's N position, so broadcasting over x gives each head the same rotation.
+_APPLY_LAYOUTS = {1: 4, 2: 4, 3: 4, 4: 3}
+_APPLY_MODES = {"half": 0, "interleave": 1, "quarter": 2}
+
+
+@ge_kernel("ApplyRotaryPosEmb", one_dtype=("query", "key", "cos", "sin"),
+           accepts={"query": _FLOATS, "key": _FLOATS, "cos": _FLOATS, "sin": _FLOATS})
+def apply_rotary_pos_emb(query, key, cos, sin, *, layout=1, rotary_mode="half"):
+    """CANN ApplyRotaryPosEmb (torch_npu npu_apply_rotary_pos_emb docs): query and key each
+    ``x * cos + x_rotate * sin`` with x_rotate as RotaryPositionEmbedding's mode ("half",
+    "interleave", "quarter"), computed in float32 and rounded to the input dtype. On an NPU the op
+    updates its inputs in place; TorchAir feeds it TensorMove copies, so the graph's outputs are new."""
+    if layout not in _APPLY_LAYOUTS:
+        refuse(f"layout={layout} is not 1 (BSND/BSH), 2 (SBND), 3 (BNSD) or 4 (TND)")
+    if rotary_mode not in _APPLY_MODES:
+        refuse(f"rotary_mode={rotary_mode!r} is not 'half', 'interleave' or 'quarter'")
+    rank = _APPLY_LAYOUTS[layout]
+    for name, tensor in (("query", query), ("key", key), ("cos", cos), ("sin", sin)):
+        if tensor.dim() != rank:
+            refuse(f"{name} has {tensor.dim()} dims; layout {layout} takes {rank}")
+    width = query.shape[-1]
+    if key.shape[-1] != width or cos.shape[-1] != width or sin.shape[-1] != width:
+        refuse(f"the last dims of query/key/cos/sin ({width}, {key.shape[-1]}, {cos.shape[-1]}, {sin.shape[-1]}) "
+               "differ: a cos/sin narrower than query (Atlas 350 only) is not simulated")
+    if width % (4 if rotary_mode == "quarter" else 2):
+        refuse(f"the last dim {width} is not a multiple of {4 if rotary_mode == 'quarter' else 2} for {rotary_mode!r}")
+    mode = _APPLY_MODES[rotary_mode]
+    wide_cos, wide_sin = opmath(cos).float(), opmath(sin).float()
+    out = []
+    for x in (query, key):
+        wide = opmath(x).float()
+        out.append((wide * wide_cos + _rotated(wide, mode) * wide_sin).to(x.dtype))
+    return out[0], out[1]
+
+
+@ge_kernel("InterleaveRope", one_dtype=("x", "cos", "sin"),
+           accepts={"x": (torch.float16, torch.bfloat16), "cos": (torch.float16, torch.bfloat16),
+                    "sin": (torch.float16, torch.bfloat16)})
+def interleave_rope(x, cos, sin):
+    """CANN InterleaveRope (ops-transformer README): q = x de-interleaved
+    (reshape [B, N, S, D/2, 2], transpose(-1, -2), reshape [B, N, S, D]), y = q * cos + RotateHalf(q) * sin,
+    in float32, rounded to x's dtype. 4-D x; cos/sin of shape (B, 1, S or 1, D). The REG_OP lists
+    float16 only, torch_npu's docs also bfloat16: both are taken."""
+    if x.dim() != 4 or cos.dim() != 4 or sin.dim() != 4:
+        refuse(f"x, cos and sin must be 4-D (B, N, S, D); got {x.dim()}, {cos.dim()}, {sin.dim()} dims")
+    if x.shape[-1] % 2 or cos.shape[-1] != x.shape[-1] or sin.shape[-1] != x.shape[-1]:
+        refuse(f"D of x, cos, sin ({x.shape[-1]}, {cos.shape[-1]}, {sin.shape[-1]}) must be equal and even")
+    wide = opmath(x).float()
+    q = torch.cat((wide[..., ::2], wide[..., 1::2]), dim=-1)
+    return (q * opmath(cos).float() + _rotated(q, 0) * opmath(sin).float()).to(x.dtype)
