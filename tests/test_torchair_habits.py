@@ -300,3 +300,41 @@ ops:
     good = tmp_path / "leaky_ok.yaml"
     good.write_text(bad.read_text().replace("{slope: slope}", "{negative_slope: slope}"))
     assert main(["validate", str(good)]) == 0, capsys.readouterr().err
+
+
+UNKNOWN_ATTR = """\
+import sys
+import torch
+import op_plugin
+
+@op_plugin.reference("npu_habit_twice")
+def habit_twice(x):
+    return x * 2
+
+@op_plugin.converter("npu_habit_twice")
+def habit_twice_ge(x, meta_outputs=None):
+    from torchair import ge
+    return ge.custom_op("LeakyRelu", inputs={"x": x}, outputs=["y"], attrs={ATTRS})
+
+op_plugin.load_yaml(sys.argv[1])
+f = torch.compile(lambda x: torch.ops.npu.npu_habit_twice(x), backend="npugraph")
+print("OUT", f(-torch.ones(2)).tolist())
+"""
+
+
+@pytest.mark.parametrize("attr", ["slope", "negative_slope"])
+def test_unknown_attr_of_a_builtin_type_in_custom_op_is_an_error(tmp_path, attr):
+    """Item 9: ge.custom_op for a CANN built-in type with an attr its prototype does not have is an
+    error naming the attr and the prototype's attrs, not silently dropped."""
+    yaml_path = tmp_path / "habit_ops.yaml"
+    yaml_path.write_text(YAML)
+    script = tmp_path / "unknown_attr.py"
+    script.write_text(UNKNOWN_ATTR.replace("{ATTRS}", f'{{"{attr}": ge.attr.Float(0.5)}}'))
+    proc = subprocess.run([sys.executable, str(script), str(yaml_path)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    if attr == "negative_slope":
+        assert proc.returncode == 0 and "OUT [-0.5, -0.5]" in proc.stdout, proc.stderr[-3000:]
+    else:
+        assert proc.returncode != 0, proc.stdout
+        assert "LeakyRelu" in proc.stderr and "'slope'" in proc.stderr and "negative_slope" in proc.stderr, \
+            proc.stderr[-3000:]

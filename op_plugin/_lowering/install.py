@@ -35,6 +35,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from .._base.errors import OpPluginError
 from .._base.handles import HandleGroup, RegistrationHandle
 from .._registry.library import op_overload
 from .._registry.load import add_load_hook
@@ -142,6 +143,33 @@ def _wrap_register(torchair: Any) -> None:
     torchair.register_fx_node_ge_converter = register_fx_node_ge_converter
 
 
+def _wrap_custom_op(torchair: Any) -> None:
+    """Make the host TorchAir's `ge.custom_op` refuse an attr the type's IR prototype does not have
+    (CANN's for a built-in type, the YAML's for a custom one): TorchAir would set it on the node,
+    where nothing reads it, and the op would run with the attr's default (wrong numbers, no error)."""
+    ge = getattr(torchair, "ge", None)
+    original = getattr(ge, "custom_op", None)
+    if original is None or getattr(original, "_op_plugin_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def custom_op(op_type, *args, inputs=None, outputs=None, attrs=None, node_name=None):
+        if attrs:
+            from torchair.core import _torchair  # pylint: disable=import-outside-toplevel,no-name-in-module
+
+            status, _, _, ge_attrs = _torchair.get_registered_ir_def(op_type)
+            known = [name for name, _ in ge_attrs] if status == "SUCCESS" else None
+            unknown = [] if known is None else sorted(set(attrs) - set(known))
+            if unknown:
+                raise OpPluginError(f"ge.custom_op({op_type!r}): attr(s) {', '.join(map(repr, unknown))} are not in "
+                                    f"{op_type}'s IR prototype, whose attrs are {known}; an attr the prototype "
+                                    "lacks is never read (the op would run with its default)")
+        return original(op_type, *args, inputs=inputs, outputs=outputs, attrs=attrs, node_name=node_name)
+
+    custom_op._op_plugin_wrapped = True
+    ge.custom_op = custom_op
+
+
 _installed: _Installation | None = None
 
 
@@ -153,6 +181,7 @@ def install_converters(torchair: Any, op_hook: OpHook | None = None) -> None:
         return
     installation = _Installation(torchair, op_hook)
     _wrap_register(torchair)
+    _wrap_custom_op(torchair)
     with HandleGroup("lowering installation") as done:
         done.add(install_aten_converters(installation.api))
         done.add(install_library_converters(installation.api))
