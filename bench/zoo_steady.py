@@ -1,7 +1,7 @@
 """7. Steady-state calls on public models: npugraph vs eager and aot_eager, static and dynamic,
 one thread and two; and the peak memory of a steady call on a BERT-base-sized batch.
 
-Models: the zoo's (tests/zoo/models.py: transformers code, small configs, random weights) and the
+Models: the zoo's (tests/zoo/conftest.py: transformers code, small configs, random weights) and the
 project's examples. Each thread count runs in its own fresh process; within it, each model's
 backends are timed in alternating rounds (so drift hits them alike), medians with the range.
 TorchAir's own per-call Python is measured as the npugraph call minus the time inside
@@ -18,6 +18,7 @@ if __name__ == "__main__" and not __package__:  # `python bench/zoo_steady.py`
     script_shim(__file__, "zoo_steady")
     raise SystemExit
 
+import importlib.util
 import sys
 
 from ._common import ROOT, cli, goal, median, perf, run_child
@@ -47,12 +48,20 @@ def _load(model: str, batch: int, length: int):
         if model.endswith("llama_block"):  # without the in-place KV cache: a call must not change the next
             built, _ = example.build(use_cache=False)
         return built, example.example_inputs(built, batch=batch, seq=length), {}
-    sys.path.insert(0, str(ROOT / "tests" / "zoo"))
-    from models import ZOO  # noqa: E402  (tests/zoo, needs the `zoo` extra)
-
-    entry = ZOO[model]
+    entry = _zoo()[model]
     torch.manual_seed(0)
     return entry.build(), (), entry.inputs(batch, length)
+
+
+def _zoo() -> dict:
+    """The zoo's models, from tests/zoo/conftest.py (it needs the `zoo` extra), loaded by its path."""
+    name = "op_plugin_bench_zoo"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "zoo" / "conftest.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # its dataclass resolves annotations through sys.modules
+        spec.loader.exec_module(module)
+    return sys.modules[name].ZOO
 
 
 def child(payload: dict) -> dict:

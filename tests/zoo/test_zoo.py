@@ -2,21 +2,15 @@
 
 Pass: fp32 max abs error <= 1e-4 (outputs and gradients); with dynamic=True, no recompile after
 the first call when only batch/sequence size changes (dynamo's frame counter). Models and sizes
-are in models.py. A case that fails only for a missing GE kernel is xfail(strict=True) naming the
+are in conftest.py (the `zoo` fixture). A case that fails only for a missing GE kernel is xfail(strict=True) naming the
 GE type, so it turns into an error when the kernel lands.
 """
-import sys
-import os
-
 import pytest
 import torch
 import torch._dynamo.testing
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(__file__))
-from models import ZOO  # noqa: E402
-
-import op_plugin  # noqa: E402,F401  (the npugraph backend)
+import op_plugin  # noqa: F401  (the npugraph backend)
 
 ATOL = 1e-4
 # model -> {mode: reason} for cases known to fail; strict, so a fix shows up as an error.
@@ -35,21 +29,21 @@ def _xfail_if_known(request, name, mode):
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
-@pytest.mark.parametrize("name", sorted(ZOO))
-def test_eager_output_is_not_degenerate(name):
+@pytest.mark.zoo_models
+def test_eager_output_is_not_degenerate(name, zoo):
     """The oracle has to be able to fail: an output much smaller than ATOL (random-weight CNNs whose
     activations shrink layer by layer) would pass any comparison."""
-    m = ZOO[name]
+    m = zoo[name]
     batch, length = m.sizes[0]
     with torch.no_grad():
         out = _first(m.build()(**m.inputs(batch, length)))
     assert out.std() >= 100 * ATOL, f"{name}: eager output std {out.std():.3g} is too small to compare at {ATOL}"
 
 
-@pytest.mark.parametrize("name", sorted(ZOO))
-def test_inference_static(name, request):
+@pytest.mark.zoo_models
+def test_inference_static(name, request, zoo):
     _xfail_if_known(request, name, "static")
-    m = ZOO[name]
+    m = zoo[name]
     model = m.build()
     counter = torch._dynamo.testing.CompileCounterWithBackend("npugraph")
     compiled = torch.compile(model, backend=counter)
@@ -61,10 +55,10 @@ def test_inference_static(name, request):
     assert counter.frame_count >= 1
 
 
-@pytest.mark.parametrize("name", sorted(ZOO))
-def test_inference_dynamic(name, request):
+@pytest.mark.zoo_models
+def test_inference_dynamic(name, request, zoo):
     _xfail_if_known(request, name, "dynamic")
-    m = ZOO[name]
+    m = zoo[name]
     model = m.build()
     counter = torch._dynamo.testing.CompileCounterWithBackend("npugraph")
     compiled = torch.compile(model, backend=counter, dynamic=True)
@@ -106,12 +100,12 @@ def _train_mode_without_randomness(model):
     return model
 
 
-@pytest.mark.parametrize("name", sorted(n for n, m in ZOO.items() if m.labels is not None))
-def test_training_step(name, request):
+@pytest.mark.zoo_models(trainable=True)
+def test_training_step(name, request, zoo):
     """Forward + cross-entropy + backward in train mode: loss, every parameter's gradient and every
     buffer (BatchNorm running statistics) against eager."""
     _xfail_if_known(request, name, "train")
-    m = ZOO[name]
+    m = zoo[name]
     model, reference = (_train_mode_without_randomness(m.build()) for _ in range(2))
     batch, length = m.sizes[0]
     inputs = m.inputs(batch, length)
@@ -130,10 +124,10 @@ def test_training_step(name, request):
         torch.testing.assert_close(p.grad, q.grad, atol=ATOL, rtol=0, msg=lambda s: f"grad of {pname}: {s}")
 
 
-def test_length_equal_to_head_dim_does_not_recompile():
+def test_length_equal_to_head_dim_does_not_recompile(zoo):
     """With TorchAir's view optimisation (off by default in npugraph) a first length equal to the head
     dim specialises the length; tests/test_torchair_gaps.py keeps that case as a strict xfail."""
-    m = ZOO["gpt2"]
+    m = zoo["gpt2"]
     model = m.build()
     counter = torch._dynamo.testing.CompileCounterWithBackend("npugraph")
     compiled = torch.compile(model, backend=counter, dynamic=True)

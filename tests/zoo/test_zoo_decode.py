@@ -6,17 +6,11 @@ than torch's own `aot_eager` backend on the same steps (dynamo's recompiles as t
 torch's; any extra one would be npugraph's). The tokens are fixed (teacher forcing) so a near tie in
 an argmax cannot send the two runs down different paths.
 """
-import os
-import sys
-
 import pytest
 import torch
 import torch._dynamo.testing
 
-sys.path.insert(0, os.path.dirname(__file__))
-from models import VOCAB, ZOO  # noqa: E402
-
-import op_plugin  # noqa: E402,F401  (the npugraph backend)
+import op_plugin  # noqa: F401  (the npugraph backend)
 
 ATOL = 1e-4
 PROMPT, TOTAL = 3, 10   # Mistral's sliding window is 4: the cache outgrows it while decoding
@@ -32,9 +26,9 @@ def _decode(model, step, tokens):
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "mistral"])
-def test_decode_steps_match_eager(name):
-    model = ZOO[name].build()
-    tokens = torch.randint(0, VOCAB, (2, TOTAL), generator=torch.Generator().manual_seed(0))
+def test_decode_steps_match_eager(name, zoo, vocab):
+    model = zoo[name].build()
+    tokens = torch.randint(0, vocab, (2, TOTAL), generator=torch.Generator().manual_seed(0))
     expected = _decode(model, model, tokens)
     frames = {}
     for backend in ("aot_eager", "npugraph"):

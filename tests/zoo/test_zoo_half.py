@@ -12,16 +12,10 @@ fp32 and round once, CPU eager may keep some intermediates in 16 bits), so its n
 from eager's, but not exceed it by more than the same order; eps * max|ref| is one rounding step of
 the output itself. The figures are printed (`pytest -s`) and listed in docs/npu-faithful-lowering.md.
 """
-import os
-import sys
-
 import pytest
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))
-from models import ZOO  # noqa: E402
-
-import op_plugin  # noqa: E402,F401  (the npugraph backend)
+import op_plugin  # noqa: F401  (the npugraph backend)
 
 MODELS = ["bert", "gpt2", "vit", "resnet"]
 DTYPES = [torch.bfloat16, torch.float16]
@@ -41,10 +35,10 @@ KNOWN = {("resnet", torch.bfloat16): "TorchAir lowers inference batch norm to GE
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
 @pytest.mark.parametrize("name", MODELS)
-def test_half_precision_error_is_within_eagers_own_rounding(name, dtype, request):
+def test_half_precision_error_is_within_eagers_own_rounding(name, dtype, request, zoo):
     if (name, dtype) in KNOWN:
         request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN[(name, dtype)]))
-    m = ZOO[name]
+    m = zoo[name]
     model32 = m.build()
     model16 = m.build().to(dtype)
     batch, length = m.sizes[0]
