@@ -90,19 +90,25 @@ def assert_close(got, want, kind: str = "eager", *, dtype: torch.dtype | None = 
     result's dtype, scale)`, compared exactly in float64 (complex128); anything else equal."""
     got_leaves = torch.utils._pytree.tree_leaves(got)
     want_leaves = torch.utils._pytree.tree_leaves(want)
-    assert len(got_leaves) == len(want_leaves), f"{what}: {len(got_leaves)} results, expected {len(want_leaves)}"
+    _require(len(got_leaves) == len(want_leaves), f"{what}: {len(got_leaves)} results, expected {len(want_leaves)}")
     for index, (g, w) in enumerate(zip(got_leaves, want_leaves)):
         where = what if len(got_leaves) == 1 else f"{what} {index}"
         if not isinstance(w, torch.Tensor):
-            assert g == w, f"{where}: {g!r} != {w!r}"
+            _require(g == w, f"{where}: {g!r} != {w!r}")
             continue
-        assert isinstance(g, torch.Tensor), f"{where}: got {type(g).__name__}, expected a tensor"
-        assert g.shape == w.shape, f"{where}: shape {list(g.shape)}, expected {list(w.shape)}"
+        _require(isinstance(g, torch.Tensor), f"{where}: got {type(g).__name__}, expected a tensor")
+        _require(g.shape == w.shape, f"{where}: shape {list(g.shape)}, expected {list(w.shape)}")
         if check_dtype:
-            assert g.dtype == w.dtype, f"{where}: dtype {g.dtype}, expected {w.dtype}"
+            _require(g.dtype == w.dtype, f"{where}: dtype {g.dtype}, expected {w.dtype}")
         bounds = tolerance(kind, dtype or g.dtype, scale)
         torch.testing.assert_close(_exact(g), _exact(w), **bounds, equal_nan=equal_nan,
                                    msg=lambda message: f"{where}: {message}")
+
+
+def _require(condition: bool, message: str) -> None:
+    """A failed check (an explicit raise: pytest does not rewrite a package's asserts, -O drops them)."""
+    if not condition:
+        raise AssertionError(message)
 
 
 def _exact(tensor: torch.Tensor) -> torch.Tensor:
@@ -298,6 +304,8 @@ def _slots(op_type: str, prototype: IrPrototype | None, inputs) -> list[tuple[st
         given = list(inputs) + [None] * (len(params) - len(inputs))
     slots = []
     for param, value in zip(params, given):
+        if value is None and param.kind is InputKind.REQUIRED:
+            raise TypeError(f"{op_type}: required input {param.name!r} not given (TorchAir always feeds it)")
         if param.kind is InputKind.DYNAMIC:
             if not isinstance(value, (list, tuple)):
                 raise TypeError(f"{op_type}: input {param.name!r} is dynamic; give its tensors as a list")
@@ -320,7 +328,6 @@ def _output_specs(op_type: str, prototype: IrPrototype | None, outputs) -> list[
     if isinstance(outputs, int):
         outputs = [(None, None)] * outputs
     outputs = [(dtype, None if shape is None else [int(d) for d in shape]) for dtype, shape in outputs]
-    names = []
     dynamic = [p for p in params if p.kind is OutputKind.DYNAMIC]
     if params and not dynamic and len(params) == len(outputs):
         names = [p.name for p in params]
@@ -482,11 +489,11 @@ class Npugraph:
         if ge_types is not None:
             expected = [ge_types] if isinstance(ge_types, str) else list(ge_types)
             missing = [t for t in expected if t not in run.ge_types]
-            assert not missing, f"GE types {missing} not in the graphs: {run.ge_types}"
+            _require(not missing, f"GE types {missing} not in the graphs: {run.ge_types}")
         if oracle_in_float32:
             got_leaves = torch.utils._pytree.tree_leaves(got)
             want_leaves = torch.utils._pytree.tree_leaves(want)
-            assert len(got_leaves) == len(want_leaves), (len(got_leaves), len(want_leaves))
+            _require(len(got_leaves) == len(want_leaves), f"{len(got_leaves)} results, expected {len(want_leaves)}")
             want = [w.to(g.dtype) if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor) else w
                     for g, w in zip(got_leaves, want_leaves)]
             got = got_leaves
@@ -515,10 +522,11 @@ def check_dynamic_sizes(fn: Callable, args_per_size: Sequence[Sequence], **check
     through one GE graph whose Data nodes have a symbolic (-1) dim, built by one compile."""
     compiled = Npugraph(fn, dynamic=True)
     runs = [compiled.check(args, **check) for args in args_per_size]
-    assert runs and runs[0].graphs and any(-1 in dims for dims in data_dims(runs[0].graphs[0])), \
-        [data_dims(g) for g in runs[0].graphs]
-    assert compiled.compiles == 1 and sum(len(run.graphs) for run in runs) == 1, \
-        (compiled.compiles, [len(run.graphs) for run in runs])
+    first = runs[0].graphs if runs else []
+    _require(bool(first) and any(-1 in dims for dims in data_dims(first[0])),
+             f"no symbolic (-1) dim in the first graph's Data nodes: {[data_dims(g) for g in first]}")
+    _require(compiled.compiles == 1 and sum(len(run.graphs) for run in runs) == 1,
+             f"{compiled.compiles} compiles, GE graphs per size {[len(run.graphs) for run in runs]}; expected one")
     return runs
 
 
