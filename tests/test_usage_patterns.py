@@ -133,3 +133,19 @@ def test_int_of_symbolic_float_under_dynamic_shapes():
 
 def test_amax_matches_eager():
     _check(lambda x: x - x.amax(dim=(1,), keepdim=True) + torch.amax(x, (0, 2)).sum() + x.amax(), torch.randn(3, 4, 5))
+
+
+# --- 9. transposed convolution with dynamic sizes (Conv2DTranspose's int32 input_size) --------------------
+
+def test_conv_transpose_with_dynamic_sizes_matches_eager():
+    torch.manual_seed(0)
+    decoder = torch.nn.Sequential(torch.nn.ConvTranspose1d(3, 4, 4, stride=2, padding=1), torch.nn.ELU(),
+                                  torch.nn.ConvTranspose1d(4, 2, 3, stride=3, output_padding=1, dilation=2))
+    upsample = torch.nn.ConvTranspose2d(4, 2, (3, 2), stride=(2, 1), padding=(1, 0), groups=2)
+    for module, shapes in ((decoder, [(2, 3, 13), (2, 3, 20)]), (upsample, [(1, 4, 5, 6), (1, 4, 7, 9)])):
+        compiled, counter = _compiled(module, dynamic=True)
+        with torch.no_grad():
+            for shape in shapes:
+                x = torch.randn(*shape)
+                torch.testing.assert_close(compiled(x), module(x), atol=1e-5, rtol=1e-5)
+        assert counter.frame_count >= 1

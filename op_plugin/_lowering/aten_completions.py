@@ -108,3 +108,64 @@ def convolution_backward(ta: TorchAirApi, grad_output, input, weight, bias_sizes
     return ta.original(grad_output, input, weight, bias_sizes, expanded(stride), expanded(padding),
                        expanded(dilation), transposed, expanded(output_padding), groups, output_mask,
                        meta_outputs=meta_outputs)
+
+
+@aten_converter(torch.ops.aten.convolution.default, when="completes",
+                cases=[Support(F32(2, 3, 13), F32(3, 2, 4), F32(2), [2], [1], [1], True, [1], 1),
+                       Support(F32(1, 4, 5, 6), F32(4, 2, 3, 3), None, [2, 1], [1, 0], [1, 1], True, [0, 0], 2)])
+def convolution(ta: TorchAirApi, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+                meta_outputs=None):
+    """`aten.convolution`, transposed, 1-D and 2-D (ConvTranspose1d/2d: neural audio codecs'
+    upsampling decoders, dense-prediction vision decoders): TorchAir's converter computes
+    Conv2DTranspose's `input_size` from an int32 `Shape` (ge_converter/aten/convolution.py
+    `_conv_transpose2d_npu_output_size`), but the Python ints it combines with it (groups, 1,
+    stride) become int64 Consts, because TorchAir does not know the dtype of a `Gather` output
+    when it promotes them: `Mul(int32, int64)`, which GE refuses (it does not promote), on an NPU
+    as in the simulator. Completed: the same Conv2DTranspose TorchAir builds (strides, pads,
+    dilations, output_padding and layouts as `_npu_conv_transpose2d` sets them, a 1-D input
+    unsqueezed at dim 2 as TorchAir does), with `input_size` computed in int32 throughout:
+    `(in - 1) * stride + dilation * (k - 1) + 1 - 2 * pad + output_padding` per spatial dim,
+    channels `weight.shape[1] * groups` (aten's transposed-convolution output size). Other
+    cases (not transposed, 3-D, attributes given as tensors) keep TorchAir's converter."""
+    rank = meta_outputs.rank
+    attrs = (stride, padding, dilation, output_padding, groups, transposed)
+    if (not transposed or rank not in (3, 4) or any(isinstance(a, ta.graph.Tensor) for a in attrs)
+            or (bias is not None and bias.dtype == ta.graph.DataType.DT_HIFLOAT8)):
+        return ta.original(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+                           meta_outputs=meta_outputs)
+    ge, utils = ta.ge, ta.utils
+    int32 = ta.graph.DataType.DT_INT32
+
+    def c32(value):
+        return ta.graph.Const(value, dtype=int32)
+
+    stride, padding, dilation, output_padding = (list(v) for v in (stride, padding, dilation, output_padding))
+    if bias is not None:
+        bias = ta.dtype_promote(bias, target_dtype=meta_outputs.dtype)
+    x, weight = ta.dtype_promote(x, weight, target_dtype=meta_outputs.dtype)
+    if rank == 3:
+        stride, padding, dilation = [1, stride[0]], [0, padding[0]], [1, dilation[0]]
+        output_padding = [0, output_padding[0]]
+        x, weight = ge.Unsqueeze(x, axes=[2]), ge.Unsqueeze(weight, axes=[2])
+    stride, padding, dilation, output_padding = (v * 2 if len(v) == 1 else v
+                                                 for v in (stride, padding, dilation, output_padding))
+    x_shape, w_shape = ge.Shape(x, dtype=int32), ge.Shape(weight, dtype=int32)
+
+    def dim(shape, i):
+        return ge.Gather(shape, c32(i))
+
+    def length(i):
+        grown = ge.Mul(ge.Sub(dim(x_shape, 2 + i), c32(1)), c32(stride[i]))
+        kernel = ge.Mul(c32(dilation[i]), ge.Sub(dim(w_shape, 2 + i), c32(1)))
+        return ge.Add(ge.Add(grown, kernel), c32(1 - 2 * padding[i] + output_padding[i]))
+
+    sizes = [dim(x_shape, 0), ge.Mul(dim(w_shape, 1), c32(groups)), length(0), length(1)]
+    output = ge.Conv2DTranspose(
+        input_size=ge.Pack(sizes, N=4, axis=0), x=x, filter=weight, bias=bias, offset_w=None,
+        strides=[1, 1, stride[0], stride[1]], pads=[padding[0], padding[0], padding[1], padding[1]],
+        dilations=[1, 1, dilation[0], dilation[1]], groups=groups, data_format="NCHW",
+        output_padding=[0, 0, output_padding[0], output_padding[1]])
+    utils.specific_op_input_layout(output, indices=[0, 3] if bias is not None else [0], layout="ND")
+    utils.specific_op_input_layout(output, indices=[1, 2], layout="NCHW")
+    utils.specific_op_output_layout(output, indices=0, layout="NCHW")
+    return ge.Squeeze(output, axis=[2]) if rank == 3 else output
