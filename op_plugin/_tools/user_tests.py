@@ -42,13 +42,12 @@ def import_user_module(name: str) -> None:
 
     A file is registered under a private module name made from its path (`_op_plugin_user_file_`
     and a hash), never under its stem: `json.py` or `copy.py` of the user's must not replace the
-    standard module of that name for the rest of the run. Importing the same file again is a no-op."""
+    standard module of that name for the rest of the run. A file is run each time it is given, as
+    before (its decorators attach its pieces again after they were detached)."""
     if name.endswith(".py") or "/" in name:
         path = Path(name).resolve()
         digest = hashlib.sha256(str(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
         module_name = f"{_PRIVATE_PREFIX}{digest}"
-        if module_name in sys.modules:
-            return
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot import {name}")
