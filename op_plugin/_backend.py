@@ -192,11 +192,30 @@ def prepare_host() -> bool:
     if not on_ascend_host():
         _simulator.define_npu_ops()
         _simulator.load_torchair_before_collectives_trace()
+        _register_npugraph_ex_here()
         return False
     import torchair  # shipped inside torch_npu; importable once torch_npu is
 
     install_converters(torchair)
     return True
+
+
+def npugraph_ex(gm: torch.fx.GraphModule, example_inputs: list, mode: str | None = None,
+               options: dict | None = None) -> Callable:
+    """`torch.compile(backend="npugraph_ex")` on a CPU host, where torch_npu (which registers that
+    name on an Ascend host) is absent: npugraph's mode "aclgraph", which runs the AOT graph with the
+    reference kernels and says so."""
+    del mode  # npugraph_ex has one mode
+    return compile_graph(gm, example_inputs, NpuGraphConfig.from_options({**(options or {}), "mode": "aclgraph"}))
+
+
+def _register_npugraph_ex_here() -> None:
+    from torch._dynamo.backends import registry  # pylint: disable=import-outside-toplevel
+
+    # Without torch_npu installed nothing else registers the name (torch_npu's entry point does);
+    # looking it up would scan every entry point at import, seconds.
+    if importlib.util.find_spec("torch_npu") is None and "npugraph_ex" not in registry._COMPILER_FNS:  # pylint: disable=protected-access
+        registry.register_backend(npugraph_ex, name="npugraph_ex")
 
 
 def load_torchair_for_host(force_simulator: bool = False) -> tuple[Any, bool]:

@@ -338,3 +338,24 @@ def test_unknown_attr_of_a_builtin_type_in_custom_op_is_an_error(tmp_path, attr)
         assert proc.returncode != 0, proc.stdout
         assert "LeakyRelu" in proc.stderr and "'slope'" in proc.stderr and "negative_slope" in proc.stderr, \
             proc.stderr[-3000:]
+
+
+def test_npugraph_ex_backend_name_on_a_cpu_host():
+    """Item 6: torch.compile(backend="npugraph_ex") (torch_npu's name for TorchAir's npugraph_ex)
+    works on a CPU host too: the reference kernels in the AOT graph, with the warning npugraph's
+    aclgraph mode gives."""
+    import warnings
+
+    import torch
+
+    import op_plugin  # noqa: F401
+
+    f = torch.compile(lambda x: torch.ops.npu.npu_swiglu(x) if hasattr(torch.ops.npu, "npu_swiglu") else x * 2,
+                      backend="npugraph_ex")
+    x = torch.randn(4, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = f(x)
+    assert out.shape[0] == 4
+    assert any("aclgraph" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    torch._dynamo.reset()
