@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from op_plugin._simulator import capture_graphs
-from op_plugin._testing_harness import Npugraph, check_compiled, run_node
+from op_plugin._testing_harness import Npugraph, assert_close, check_compiled, run_node
 
 aten = torch.ops.aten
 
@@ -135,8 +135,7 @@ def test_activation_training_step_matches_autograd():
     want = [p.grad for p in layer.parameters()]
     types = {op.type for graph in graphs for op in graph.op}
     assert {"ReluGrad", "SigmoidGrad", "TanhGrad", "LeakyReluGrad"} <= types
-    for g, w in zip(got, want):
-        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-5)
+    assert_close(got, want, "summed", what="parameter grad")
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
