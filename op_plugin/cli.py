@@ -291,18 +291,25 @@ def _declared_cases(args) -> int:
                                 setup=args.setup or [], on_result=progress.advance)
     summary = summarize(results)
     print(summary_text(summary))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"summary": summary, "cases": [r.as_dict() for r in results]}, indent=1)
-                                   + "\n", encoding="utf-8")
-        print(f"wrote {args.json}")
-    previous = read_known(args.write_known) if args.write_known and Path(args.write_known).exists() else {}
-    if args.markdown:  # the known-failures file's hand-written reasons become the page's notes
-        Path(args.markdown).write_text(render_page(results, summary, known or previous), encoding="utf-8")
-        print(f"wrote {args.markdown}")
-    if args.write_known:
-        # a --prefix run keeps the entries of the cases it did not run
-        count = write_known(args.write_known, results, previous, keep_unrun=bool(args.prefix))
-        print(f"wrote {args.write_known}: {count} known failures")
+    try:
+        if args.json:
+            Path(args.json).write_text(json.dumps({"summary": summary, "cases": [r.as_dict() for r in results]},
+                                                  indent=1) + "\n", encoding="utf-8")
+            print(f"wrote {args.json}")
+        previous = read_known(args.write_known) if args.write_known and Path(args.write_known).exists() else {}
+        if args.markdown:  # the known-failures file's hand-written reasons become the page's notes
+            Path(args.markdown).write_text(render_page(results, summary, known or previous), encoding="utf-8")
+            print(f"wrote {args.markdown}")
+        if args.write_known:
+            # a --prefix run keeps the entries of the cases it did not run
+            count = write_known(args.write_known, results, previous, keep_unrun=bool(args.prefix))
+            print(f"wrote {args.write_known}: {count} known failures")
+    except OSError as exc:  # an output file that cannot be written (or an existing --write-known unread)
+        print(f"error: cannot write {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # an existing --write-known file that is not a known-failures file
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if known is not None:
         outcome = check_known(results, known, all_cases_ran=not args.prefix)
         print(outcome.text())

@@ -75,3 +75,12 @@ def test_declared_cases_from_json_errors_are_error_lines(tmp_path, capsys):
         assert main(["declared-cases", "--from-json", str(path)]) == 2, name
         err = capsys.readouterr().err
         assert err.startswith(f"error: {path} is not the JSON a `declared-cases --json` run writes"), err
+
+
+def test_declared_cases_output_files_that_cannot_be_written_are_error_lines(tmp_path, capsys):
+    saved = tmp_path / "saved.json"
+    saved.write_text('{"summary": {}, "cases": []}')
+    for option in ("--json", "--markdown", "--write-known"):
+        target = tmp_path / "missing-folder" / "out"
+        assert main(["declared-cases", "--from-json", str(saved), option, str(target)]) == 2, option
+        assert f"error: cannot write {target}: No such file or directory" in capsys.readouterr().err
