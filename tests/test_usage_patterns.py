@@ -149,3 +149,59 @@ def test_conv_transpose_with_dynamic_sizes_matches_eager():
                 x = torch.randn(*shape)
                 torch.testing.assert_close(compiled(x), module(x), atol=1e-5, rtol=1e-5)
         assert counter.frame_count >= 1
+
+
+# --- 4, 5. attention under autocast, and inside activation checkpointing (the NPU-faithful SDPA rewrite) ---
+
+class _Attention(torch.nn.Module):
+    def __init__(self, rope_in_float32=False, checkpointed=False):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+        self.out = torch.nn.Linear(16, 16)
+        self.rope_in_float32, self.checkpointed = rope_in_float32, checkpointed
+
+    def attend(self, x):
+        q, k, v = self.qkv(x).view(2, 5, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        if self.rope_in_float32:   # transformers' rotary embedding upcasts q and k, v stays in bf16
+            q, k = q.float() * 1.5, k.float()
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(o.transpose(1, 2).reshape(2, 5, 16))
+
+    def forward(self, x):
+        if self.checkpointed:
+            return torch.utils.checkpoint.checkpoint(self.attend, x, use_reentrant=False)
+        return self.attend(x)
+
+
+def test_attention_under_bf16_autocast_matches_eager():
+    torch.manual_seed(0)
+    model = _Attention(rope_in_float32=True)
+    x = torch.randn(2, 5, 16)
+
+    def step(x):
+        with torch.autocast("cpu", torch.bfloat16):
+            return model(x)
+
+    compiled, _ = _compiled(step)
+    actual, expected = compiled(x), step(x)
+    assert actual.dtype == expected.dtype == torch.bfloat16
+    # bfloat16 keeps 8 significant bits (eps 2**-7): a few roundings apart, the fused CPU kernel and
+    # the math form differ by a few eps of the output's magnitude
+    torch.testing.assert_close(actual.float(), expected.float(), atol=4 * 2 ** -7, rtol=4 * 2 ** -7)
+
+
+def test_attention_inside_activation_checkpointing_matches_eager_with_gradients():
+    torch.manual_seed(0)
+    model = _Attention(checkpointed=True)
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    compiled, _ = _compiled(model)
+    actual = compiled(x)
+    actual.sum().backward()
+    grads = [x.grad.clone()] + [p.grad.clone() for p in model.parameters()]
+    x.grad = None
+    model.zero_grad()
+    expected = model(x)
+    expected.sum().backward()
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+    for got, want in zip(grads, [x.grad] + [p.grad for p in model.parameters()]):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

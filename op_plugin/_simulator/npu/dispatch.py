@@ -135,7 +135,21 @@ def _npu_fused_mask(query, key, attn_mask, is_causal):
 
 def npu_scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
                                      scale=None, enable_gqa=False, soc=DEFAULT_SOC):
-    """torch_npu's `scaled_dot_product_attention` (V2R5..newest), as traced on `soc`."""
+    """torch_npu's `scaled_dot_product_attention` (V2R5..newest), as traced on `soc`.
+
+    Under autocast, what the Autocast dispatch key does before any backend kernel runs:
+    `scaled_dot_product_attention` is a lower-precision op of autocast (CPU's and the NPU's lists,
+    torch's autocast_mode.cpp `lower_precision_fp`), so its floating inputs (mask included) are cast
+    to the autocast dtype, and the kernel runs with autocast off. The rewrite replaces the call
+    before AOT autograd traces it, i.e. before that key, so it is done here."""
+    device = query.device.type
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+        query, key, value, attn_mask = (t.to(dtype) if t is not None and t.is_floating_point() else t
+                                        for t in (query, key, value, attn_mask))
+        with torch.autocast(device, enabled=False):
+            return npu_scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
+                                                    scale=scale, enable_gqa=enable_gqa, soc=soc)
     _validate(query, key, value, attn_mask)
     if query.dtype == torch.float32 and (query.size(-1) % 4 or key.size(-1) % 4 or value.size(-1) % 4):
         return _math(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
@@ -233,6 +247,13 @@ def rewrite_for_npu(gm: torch.fx.GraphModule, soc: str = DEFAULT_SOC) -> list[st
     check_soc(soc)
     replaced = []
     for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            # the body of a higher-order op (activation checkpointing's tag_activation_checkpoint,
+            # torch.cond, ...): a GraphModule of its own, which AOT autograd traces inline
+            body = getattr(gm, node.target, None) if isinstance(node.target, str) else None
+            if isinstance(body, torch.fx.GraphModule):
+                replaced += rewrite_for_npu(body, soc)
+            continue
         if node.op != "call_function":
             continue
         if node.target in _NO_TRANSCRIPTION:
