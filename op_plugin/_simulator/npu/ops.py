@@ -56,6 +56,8 @@ COVERED = (
     "npu_incre_flash_attention",
     "npu_apply_rotary_pos_emb",
     "npu_interleave_rope",
+    "npu_scatter_nd_update",
+    "npu_scatter_nd_update_",
 )
 CPU_KERNELS = {**npu_ops_reference.KERNELS, **npu_ops_attention.KERNELS}
 
@@ -137,6 +139,8 @@ def _define(wheel_root) -> RegistrationHandle:
             library.impl(name, _no_gradient_kernel(name), "Autograd", with_keyset=True)
             if name in CPU_KERNELS:
                 library.impl(name, CPU_KERNELS[name], "CPU")
+        for name, functional in _functional_variants(entries, names, undefined).items():
+            library.impl(name, _functionalize_kernel(name, functional), "Functionalize")
     except BaseException:
         library._destroy()  # pylint: disable=protected-access
         raise
@@ -157,6 +161,59 @@ def _define_schema(library, entry) -> str:
     except RuntimeError as error:
         return f"torch {torch.__version__} refuses its schema: {str(error).splitlines()[0]}"
     return ""
+
+
+def _functional_variants(entries, names, undefined) -> dict[str, str]:
+    """{in-place op: its functional variant} for the ops torch_npu functionalizes itself: an op
+    ``<base>_`` whose only mutated argument is its first (``Tensor(a!) self``), returning it, beside
+    an op ``<base>`` with the same arguments returning one new Tensor (npu_scatter_nd_update_ /
+    npu_scatter_nd_update, ...)."""
+    pairs = {}
+    for name in names:
+        base, overload = _split(name)
+        if not base.endswith("_") or overload or name in undefined or base[:-1] not in entries:
+            continue
+        inplace = torch._C.parse_schema(f"{NAMESPACE}::{entries[name].schema}")
+        functional = torch._C.parse_schema(f"{NAMESPACE}::{entries[base[:-1]].schema}")
+        mutated = [a.name for a in inplace.arguments if a.alias_info is not None and a.alias_info.is_write]
+        same_args = [(a.name, str(a.type)) for a in inplace.arguments] == [(a.name, str(a.type)) for a in functional.arguments]
+        if (mutated == [inplace.arguments[0].name] and same_args and len(inplace.returns) == 1
+                and len(functional.returns) == 1 and functional.returns[0].alias_info is None
+                and str(functional.returns[0].type) == "Tensor"):
+            pairs[name] = base[:-1]
+    return pairs
+
+
+def _functionalize_kernel(name: str, functional: str):
+    """torch_npu's functionalization of an in-place op (its codegen, like torchgen's for aten's in-place
+    ops): sync and unwrap the functional tensors, call the functional variant below Functionalize,
+    then replace_ + commit_update + sync the mutated input, so the graph holds the functional op and a
+    copy back into the input (a KV-cache write works in graph mode)."""
+    functional_op = getattr(getattr(torch.ops, NAMESPACE), functional).default
+    inplace_op = getattr(getattr(torch.ops, NAMESPACE), name).default
+    skip = torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
+
+    def unwrap(value):
+        if isinstance(value, torch.Tensor) and torch._is_functional_tensor(value):
+            torch._sync(value)
+            return torch._from_functional_tensor(value)
+        return value
+
+    def kernel(self, *args, **kwargs):
+        inner_self = unwrap(self)
+        inner_args = [unwrap(a) for a in args]
+        inner_kwargs = {k: unwrap(v) for k, v in kwargs.items()}
+        if not torch._is_functional_tensor(self):  # nothing to functionalize: run the in-place op itself
+            with torch._C._ExcludeDispatchKeyGuard(skip):
+                return inplace_op(inner_self, *inner_args, **inner_kwargs)
+        with torch._C._ExcludeDispatchKeyGuard(skip):
+            result = functional_op(inner_self, *inner_args, **inner_kwargs)
+        torch._functionalize_replace(self, result)
+        torch._functionalize_commit_update(self)
+        torch._functionalize_sync(self)
+        return self
+
+    return kernel
 
 
 def _no_gradient_kernel(name: str):

@@ -18,6 +18,9 @@ in float32 for 16-bit inputs and rounded once to the input dtype:
   eager updates query and key in place and returns them (docs: "原地更新"); the schema declares no
   alias, so here the results are new tensors (TorchAir's graph copies the inputs first: the same).
   cos/sin narrower than query (Atlas 350 only) are refused: what happens to the rest is not documented.
+* ``npu_scatter_nd_update(self, indices, updates)`` (and ``_``, in place): ``k = indices.shape[-1]``,
+  ``self[indices[j]] = updates[j]`` for every index tuple (CANN ScatterNdUpdate); an index outside
+  the shape or one given twice is refused (CANN defines neither).
 * ``npu_interleave_rope(x, cos, sin)``: ``q`` = x with its interleaved pairs de-interleaved (evens,
   then odds), ``q * cos + rotate_half(q) * sin`` (CANN InterleaveRope), 4-D x (B, N, S, D).
 """
@@ -130,7 +133,41 @@ def npu_interleave_rope(x, cos, sin):
     return (q * opmath(cos).float() + _rotate(q, "half", op) * opmath(sin).float()).to(x.dtype)
 
 
+def _scatter_nd(op, self, indices, updates):
+    if indices.dtype not in (torch.int32, torch.int64) or indices.dim() == 0 or indices.shape[-1] > self.dim():
+        raise ValueError(f"npu::{op}: indices must be int32/int64 index tuples of length <= {self.dim()} in the last dim")
+    k = indices.shape[-1]
+    rows = indices.reshape(-1, k).long()
+    want = tuple(indices.shape[:-1]) + tuple(self.shape[k:])
+    if tuple(updates.shape) != want or updates.dtype != self.dtype:
+        raise ValueError(f"npu::{op}: updates must be {self.dtype} of shape {want}, got {updates.dtype} "
+                         f"{tuple(updates.shape)}")
+    bounds = torch.tensor(self.shape[:k], dtype=torch.long)
+    if rows.numel() and bool(((rows < 0) | (rows >= bounds)).any()):
+        raise IndexError(f"npu::{op}: an index is outside {tuple(self.shape[:k])} (CANN defines no wrap-around)")
+    if rows.numel() and torch.unique(rows, dim=0).shape[0] != rows.shape[0]:
+        raise ValueError(f"npu::{op}: an index tuple appears twice; which update wins is not defined by CANN")
+    return rows, updates.reshape(rows.shape[0], *self.shape[k:])
+
+
+def npu_scatter_nd_update(self, indices, updates):
+    rows, values = _scatter_nd("npu_scatter_nd_update", self, indices, updates)
+    out = self.clone()
+    if rows.shape[0]:
+        out[tuple(rows.t())] = values
+    return out
+
+
+def npu_scatter_nd_update_(self, indices, updates):
+    rows, values = _scatter_nd("npu_scatter_nd_update_", self, indices, updates)
+    if rows.shape[0]:
+        self[tuple(rows.t())] = values
+    return self
+
+
 KERNELS = {
+    "npu_scatter_nd_update": npu_scatter_nd_update,
+    "npu_scatter_nd_update_": npu_scatter_nd_update_,
     "npu_apply_rotary_pos_emb": npu_apply_rotary_pos_emb,
     "npu_interleave_rope": npu_interleave_rope,
     "npu_rms_norm": npu_rms_norm,

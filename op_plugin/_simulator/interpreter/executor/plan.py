@@ -54,7 +54,7 @@ class _Step:
     run's value list it reads its inputs and writes its outputs."""
 
     __slots__ = ("op", "inputs", "attrs", "kernel", "builtin", "const", "checks", "fx_shapes",
-                 "arg_slots", "out_slots", "free_after", "folded", "collective")
+                 "arg_slots", "out_slots", "free_after", "folded", "collective", "writes_inputs")
 
     def __init__(self, op, inputs, attrs):
         self.op = op
@@ -71,6 +71,7 @@ class _Step:
         self.free_after = ()  # slots whose last reader is this node: dropped once it has run
         self.folded = False  # outputs fixed by the input signature: computed once per signature
         self.collective = op.type in collectives.GROUP_COLLECTIVES  # its group's ranks agree on it first
+        self.writes_inputs = ()  # (output index, graph input index): a ref op writing a Data node's buffer
 
 
 _UNFED = 0  # slot 0 always holds None
@@ -212,6 +213,38 @@ class GraphPlan:
             self.steps[position].folded = True
         self._unfolded_steps = [step for step in self._kernel_steps if not step.folded]
         self._views_allowed = not any(is_ref_op(step.op) for step in self._kernel_steps)
+        self._find_input_writes()
+
+    def _find_input_writes(self) -> None:
+        """A ref op (an output named like an input: ScatterNdUpdate's var, Assign's ref) fed straight
+        by a Data node writes that graph input's buffer on an NPU: GE runs TorchAir's in-place
+        converters (npu_scatter_nd_update_ after its re-inplace pass) on the caller's tensor, with no
+        graph output for the write. The executor copies the op's output back into the caller's
+        tensor when the op runs, so later readers and the caller see the write (when it has the
+        input's shape and dtype; a reshaping Assign reaches only the graph's readers)."""
+        data_index = {step.op.name: step.attrs.get("index") for step in self.steps if step.op.type in ("Data", "RefData")}
+        for step in self._kernel_steps:
+            if not is_ref_op(step.op):
+                continue
+            names = [desc.name for desc in step.op.input_desc]
+            writes = []
+            for out_index, desc in enumerate(step.op.output_desc):
+                if desc.name and desc.name in names:
+                    position = names.index(desc.name)
+                    ref = step.inputs[position] if position < len(step.inputs) else None
+                    if ref is not None and ref.index == 0 and ref.node in data_index:
+                        writes.append((out_index, data_index[ref.node]))
+            step.writes_inputs = tuple(writes)
+
+    @staticmethod
+    def _write_inputs(step, outputs, inputs) -> None:
+        for out_index, input_index in step.writes_inputs:
+            target, value = inputs[input_index], outputs[out_index]
+            if not isinstance(target, torch.Tensor) or target.shape != value.shape or target.dtype != value.dtype:
+                continue  # a write that reshapes the variable (Assign with validate_shape=False): a caller's torch
+                # tensor cannot change shape, so only the graph's readers see the new value
+            if target.data_ptr() != value.data_ptr():
+                target.copy_(value)
 
     def _prepare_outputs(self) -> None:
         op = self._output_step.op
@@ -248,7 +281,7 @@ class GraphPlan:
             folded_values, folded_storages = cached
             for slot, value in folded_values.items():
                 values[slot] = value
-            self._run_verified(values)
+            self._run_verified(values, inputs)
             return self._collect_outputs(values, inputs, folded_storages)
         folded_values = {}
         self._run_checked(values, inputs, folded_values)
@@ -270,6 +303,8 @@ class GraphPlan:
             if agree and step.collective:
                 collectives.agree(step.op, step.attrs, args)
             outputs = _run_kernel(step, args, resolver)
+            if step.writes_inputs:
+                self._write_inputs(step, outputs, inputs)
             for index, slot in step.out_slots:
                 if index >= len(outputs):
                     raise GeExecutionError(f"a node reads {step.op.name}:{index}, which that node does not produce "
@@ -284,7 +319,7 @@ class GraphPlan:
                 observer(self, step.op, outputs)
         self._agreement_pending = False
 
-    def _run_verified(self, values: list) -> None:
+    def _run_verified(self, values: list, inputs: list) -> None:
         """A call whose signature's first call passed every node check: the unfolded kernels only
         (the folded nodes' outputs are already in `values`)."""
         for step in self._unfolded_steps:
@@ -294,6 +329,8 @@ class GraphPlan:
                 raise
             except Exception as error:  # name the node, as the checked path does
                 raise kernel_failure(step.op, error) from error
+            if step.writes_inputs:
+                self._write_inputs(step, outputs, inputs)
             for index, slot in step.out_slots:
                 values[slot] = outputs[index]
             for slot in step.free_after:
