@@ -19,6 +19,8 @@ from ...registry import ge_kernel, refuse
 
 @ge_kernel("ScatterNdUpdate")
 def scatter_nd_update(var, indices, updates, *, use_locking=False):
+    """var with var[indices[j]] = updates[j] for each index tuple (the last dim of indices); an index
+    outside var or given twice is refused (CANN defines neither)."""
     del use_locking
     if indices.dtype not in (torch.int32, torch.int64):
         refuse(f"indices have dtype {indices.dtype}; ScatterNdUpdate takes int32 or int64")
