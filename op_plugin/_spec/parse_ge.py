@@ -232,7 +232,8 @@ def _value_problem(value_type: AttrType, value: Any) -> str | None:
         if value_type in (AttrType.INT, AttrType.LIST_INT) and type(item) is int and not INT64_MIN <= item <= INT64_MAX:
             return f"{_short(item)}, which does not fit a GE Int attr (int64: {INT64_MIN} to {INT64_MAX})"
         if (value_type in (AttrType.FLOAT, AttrType.LIST_FLOAT) and isinstance(item, (int, float))
-                and not isinstance(item, bool) and math.isfinite(item) and abs(item) > FLOAT32_MAX):
+                and not isinstance(item, bool) and (isinstance(item, int) or math.isfinite(item))
+                and abs(item) > FLOAT32_MAX):
             return (f"{_short(item)}, which does not fit a GE Float attr (float32: at most {FLOAT32_MAX:.8g} in "
                     "magnitude; GE would receive inf)")
         if value_type is AttrType.STRING and isinstance(item, str) and "\0" in item:
