@@ -172,8 +172,8 @@ def npu_scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_
     if _infer_branch(query, key, value, attn_mask, rank):
         raise OpPluginError(
             f"scaled_dot_product_attention: on {soc} torch_npu calls npu.npu_fused_infer_attention_score for "
-            f"{query.dtype} inference (ScaledDotProductAttentionKernelNpuOpApi.cpp), which the simulator does "
-            "not define; compile with options={'soc': 'Ascend910'} (math branch).")
+            f"{query.dtype} inference (ScaledDotProductAttentionKernelNpuOpApi.cpp), for which the simulator has "
+            "its schema and Meta but no CPU or GE kernel yet; compile with options={'soc': 'Ascend910'} (math branch).")
     return _math(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
 
