@@ -90,7 +90,9 @@ def _check_ge_type(p: OpParser, ge_type: Any) -> None:
 
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[: limit - 4] + "...'"
+    if len(text) <= limit:
+        return text
+    return text[: limit - 4] + ("...'" if isinstance(value, str) else "...")
 
 
 def _check_dynamic_expansion(p: OpParser, inputs: tuple[GeInput, ...], names: list[tuple[str, tuple, str]]) -> None:
