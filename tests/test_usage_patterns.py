@@ -205,3 +205,24 @@ def test_attention_inside_activation_checkpointing_matches_eager_with_gradients(
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
     for got, want in zip(grads, [x.grad] + [p.grad for p in model.parameters()]):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_transformers_decoder_with_gradient_checkpointing_matches_eager():
+    transformers = __import__("pytest").importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+    model = transformers.LlamaForCausalLM(config)
+    model.train()
+    model.gradient_checkpointing_enable()
+    ids = torch.randint(0, 64, (2, 8))
+    compiled, _ = _compiled(model)
+    loss = compiled(input_ids=ids, labels=ids).loss
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = model(input_ids=ids, labels=ids).loss
+    expected.backward()
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+    for got, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(got, p.grad, atol=1e-5, rtol=1e-5)
