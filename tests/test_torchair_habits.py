@@ -359,3 +359,48 @@ def test_npugraph_ex_backend_name_on_a_cpu_host():
     assert out.shape[0] == 4
     assert any("aclgraph" in str(w.message) for w in caught), [str(w.message) for w in caught]
     torch._dynamo.reset()
+
+
+CACHE_COMPILE = """\
+import os, sys
+import torch
+import op_plugin
+
+@op_plugin.reference("npu_habit_twice")
+def habit_twice(x):
+    return x * 2
+
+torchair = op_plugin.load_torchair()     # TorchAir first, the YAML after: either order works
+op_plugin.load_yaml(sys.argv[1])
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cached = torchair.inference.cache_compile(self._forward, cache_dir=sys.argv[2])
+
+    def forward(self, x):
+        return self.cached(x)
+
+    def _forward(self, x):
+        return torch.ops.npu.npu_habit_twice(x) + 1
+
+with torch.no_grad():
+    print("CACHED", Model()(torch.ones(3)).tolist(), sorted(os.listdir(sys.argv[2])))
+"""
+
+
+def test_cache_compile_with_a_yaml_custom_type_and_its_reuse_from_a_second_process(tmp_path):
+    """Items 1-2: TorchAir's cache_compile on a YAML op with a custom GE type, no warm-up; a second
+    process runs from the cache the first wrote."""
+    yaml_path = tmp_path / "habit_ops.yaml"
+    yaml_path.write_text(YAML)
+    script = tmp_path / "cached.py"
+    script.write_text(CACHE_COMPILE)
+    cache = tmp_path / "cache"
+    outs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, str(script), str(yaml_path), str(cache)], capture_output=True,
+                              text=True, timeout=300, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+        assert proc.returncode == 0 and "CACHED [3.0, 3.0, 3.0]" in proc.stdout, proc.stderr[-3000:]
+        outs.append(proc.stdout)
+    assert "[]" not in outs[0], outs[0]   # the first process wrote the cache the second one found
