@@ -7,7 +7,7 @@ import os
 import time
 
 from op_plugin._simulator import load_torchair
-from op_plugin._simulator.interpreter.kernels import registry
+from op_plugin._simulator.interpreter import registry
 from op_plugin._tools.declared_cases import plant_case
 
 load_torchair()
