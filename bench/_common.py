@@ -62,7 +62,8 @@ def child_reply(result: dict) -> None:
 def cli(name: str, description: str, run, child=None) -> None:
     """The command line of a benchmark module: --quick, --json PATH, --child JSON (internal)."""
     parser = argparse.ArgumentParser(prog=f"python -m bench.{name}", description=description)
-    parser.add_argument("--quick", action="store_true", help="tiny configuration (smoke test); figures are not meaningful")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny configuration (smoke test); figures are not meaningful")
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
     parser.add_argument("--child", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -87,7 +88,8 @@ def script_shim(file: str, module: str) -> None:
     runpy.run_module(f"bench.{module}", run_name="__main__", alter_sys=True)
 
 
-def goal(text: str, value: float, target: float, unit: str = "", detail: str = "", higher_is_better: bool = False) -> dict:
+def goal(text: str, value: float, target: float, unit: str = "", detail: str = "",
+         higher_is_better: bool = False) -> dict:
     met = value >= target if higher_is_better else value <= target
     return {"goal": text, "value": value, "target": target, "met": bool(met), "unit": unit, "detail": detail}
 

@@ -42,7 +42,7 @@ def table_text(table: dict) -> str:
     columns = list(table["columns"])
     widths = [max(len(str(columns[i])), *(len(r[i]) for r in rows)) if rows else len(columns[i])
               for i in range(len(columns))]
-    line = lambda cells: "  ".join(str(c).rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    line = lambda cells: "  ".join(str(c).rjust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
     return "\n".join([table["title"], line(columns), line("-" * w for w in widths)] + [line(r) for r in rows])
 
 
@@ -83,7 +83,8 @@ def goals_table(results: list[dict]) -> str:
     lines = ["| benchmark | goal | measured | target | status | detail |", "|---|---|---|---|---|---|"]
     for result in results:
         for g in result.get("goals", []):
-            lines.append(f"| {result['name']} | {cell(g['goal'])} | {goal_value(g)} | {fmt(g['target'])}{g.get('unit', '')} "
+            lines.append(f"| {result['name']} | {cell(g['goal'])} | {goal_value(g)} "
+                         f"| {fmt(g['target'])}{g.get('unit', '')} "
                          f"| {status(g)} | {cell(g.get('detail', ''))} |")
     return "\n".join(lines)
 

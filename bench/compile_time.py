@@ -47,8 +47,9 @@ WHERE = {
     "  FX passes (_optimize_fx)": [(_FX, "_optimize_fx")],
     "  FX interpreter + converters (_NpuGraphConverter.run)": [(_FX, "run")],
     "  GE graph passes (optimize_graph_without_runtime)": [(_GE, "optimize_graph_without_runtime")],
-    "npugraph backend set-up (get_npu_backend, install_converters)": [("torchair/npu_fx_compiler.py", "get_npu_backend"),
-                                                                      (_LOWERING, "install_converters")],
+    "npugraph backend set-up (get_npu_backend, install_converters)": [
+        ("torchair/npu_fx_compiler.py", "get_npu_backend"),
+        (_LOWERING, "install_converters")],
     "first GraphPlan.run (GE execution)": [(_EXECUTOR, "run")],
     "  custom GE types: Meta promise (_MetaPromise)": [(_CUSTOM_OPS, "__call__")],
     "  Const decoding (decode_tensor_def)": [("_ge/values.py", "decode_tensor_def")],
@@ -165,7 +166,8 @@ def run(quick: bool = False, profile_missed: bool = True) -> dict:
         med = {}
         for backend in BACKENDS:
             runs = samples[(backend, layers)]
-            med[backend] = {key: median(r[key] for r in runs) for key in ("first_call", "second_call", "import_torchair")}
+            med[backend] = {key: median(r[key] for r in runs)
+                            for key in ("first_call", "second_call", "import_torchair")}
             med[backend]["cold"] = median(r["first_call"] + r["import_torchair"] for r in runs)
             med[backend]["min"] = min(r["first_call"] for r in runs)
             med[backend]["max"] = max(r["first_call"] for r in runs)
@@ -221,7 +223,7 @@ def run(quick: bool = False, profile_missed: bool = True) -> dict:
         ],
         "goals": [goal("npugraph first call <= 1.15x aot_eager (worst layer count; simulator load excluded)",
                        worst, GOAL, "x", "per layer count: " + ", ".join(
-                           f"L{layer}: {r:.2f}x" for layer, r in zip(cfg["layers"], ratios))),
+                           f"L{layer}: {r:.2f}x" for layer, r in zip(cfg["layers"], ratios, strict=True))),
                   goal("npugraph first call + simulator load <= 1.5x aot_eager's first call (fresh process, worst "
                        "layer count)", max(figures[f"ratio_first_call_cold.L{layer}"] for layer in cfg["layers"]), 1.5,
                        "x", "per layer count: " + ", ".join(

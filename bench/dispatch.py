@@ -104,7 +104,8 @@ def run(quick: bool = False) -> dict:
                     "columns": ["call", "us/call", "ratio vs plain op", "us over the reference function"],
                     "rows": rows}],
         "goals": [goal("YAML op dispatch <= 2x a plain torch.library op", figures["ratio_yaml_vs_plain"], GOAL, "x",
-                       f"YAML {us['yaml_op']:.1f} us vs plain {base:.1f} us vs reference {us['reference_direct']:.1f} us")],
+                       f"YAML {us['yaml_op']:.1f} us vs plain {base:.1f} us "
+                       f"vs reference {us['reference_direct']:.1f} us")],
         "notes": ["Both ops are called through the dispatcher (torch.ops...); both have a fake function and an "
                   "autograd formula, so the difference is op_plugin's own Python around the kernel."],
     }
@@ -117,7 +118,8 @@ def run(quick: bool = False) -> dict:
             for _ in range(20000):
                 fns["yaml_op"]()
             profile.disable()
-        result["profile"] = ("cProfile of 20,000 YAML op calls\n\n-- by own time --\n" + top_profile(profile, 20, "tottime"))
+        result["profile"] = ("cProfile of 20,000 YAML op calls\n\n-- by own time --\n"
+                             + top_profile(profile, 20, "tottime"))
     return result
 
 

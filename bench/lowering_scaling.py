@@ -40,7 +40,8 @@ WHERE = {
     "deep copy of the FX graph": [("/copy.py", "deepcopy")],
     "FX passes (_optimize_fx)": [(_FX, "_optimize_fx")],
     "FX interpreter: converters build the GE graph (_NpuGraphConverter.run)": [(_FX, "run")],
-    "  GE op naming: GeGraph.next_unique_name (unique-name search per new op)": [("torchair/ge/_ge_graph.py", "next_unique_name")],
+    "  GE op naming: GeGraph.next_unique_name (unique-name search per new op)": [
+        ("torchair/ge/_ge_graph.py", "next_unique_name")],
     "  YAML-op converters (op_plugin generated_converter)": [("op_plugin/_lowering/converters.py", "convert")],
     "GE graph passes (optimize_graph_without_runtime)": [(_GE, "optimize_graph_without_runtime")],
 }
@@ -227,7 +228,7 @@ def run(quick: bool = False) -> dict:
     xs = [per[n]["fx_nodes"] for n in cfg["sizes"]]
     ys = [per[n]["lowering_s"] for n in cfg["sizes"]]
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / sum((x - mean_x) ** 2 for x in xs)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum((x - mean_x) ** 2 for x in xs)
     figures["fit_fixed_s"] = mean_y - slope * mean_x
     figures["fit_marginal_us_per_node"] = slope * 1e6
     a, b = cfg["sizes"][-2], cfg["sizes"][-1]
@@ -245,7 +246,8 @@ def run(quick: bool = False) -> dict:
                    "warm-up": f"2 compiles of {min(cfg['sizes'])} nodes"},
         "figures": figures,
         "tables": [{
-            "title": f"Per size (median seconds; us/node = microseconds per FX node; ratio = lowering us/node vs {base} nodes)",
+            "title": "Per size (median seconds; us/node = microseconds per FX node; "
+                     f"ratio = lowering us/node vs {base} nodes)",
             "columns": ["nodes asked", "FX nodes lowered", "GE nodes", "TorchAir lowering s", "lowering us/node",
                         f"ratio vs {base}", "backend call s (AOT+lowering)", "backend us/node",
                         "first run s (load+plan+exec)", "first run us/node"],
@@ -253,11 +255,12 @@ def run(quick: bool = False) -> dict:
         }, {
             "title": "Linear fit of the TorchAir lowering total (seconds = fixed + marginal x nodes)",
             "columns": ["fixed s", "marginal us/node (fit)", f"marginal us/node between {a} and {b} nodes"],
-            "rows": [[figures["fit_fixed_s"], figures["fit_marginal_us_per_node"], figures["marginal_us_per_node_top"]]],
+            "rows": [[figures["fit_fixed_s"], figures["fit_marginal_us_per_node"],
+                      figures["marginal_us_per_node_top"]]],
         }],
         "goals": [goal(f"lowering time per node flat within +-20% from {base} to {cfg['sizes'][-1]} nodes "
                        f"(largest deviation of us/node from the {base}-node figure)", worst * 100, BAND * 100, "%",
-                       ", ".join(f"N={n}: {r:.2f}x" for n, r in zip(cfg["sizes"], ratios)))],
+                       ", ".join(f"N={n}: {r:.2f}x" for n, r in zip(cfg["sizes"], ratios, strict=True)))],
         "notes": [
             "The FX GraphModule is built directly with torch.fx (not traced by dynamo) and passed to the npugraph "
             "backend with example inputs, which is what dynamo does after tracing.",
@@ -293,7 +296,8 @@ def run(quick: bool = False) -> dict:
         for label in ["total"] + list(WHERE):
             a = shares[mid][label] / profiles[mid][1] * 1e6
             b = shares[largest][label] / profiles[largest][1] * 1e6
-            rows.append([label if label != "total" else "whole lowering (profiled)", a, b, b / a if a else float("nan")])
+            rows.append([label if label != "total" else "whole lowering (profiled)", a, b,
+                         b / a if a else float("nan")])
         result["tables"].append({
             "title": f"Where lowering time per node goes at {mid} and {largest} nodes (cProfile of one TorchAir "
                      "lowering each; us per FX node; the profiler inflates Python calls about 3x but not the "
@@ -309,10 +313,12 @@ def run(quick: bool = False) -> dict:
         result["tables"].append({
             "title": "Diagnosis only, not the figure: the TorchAir lowering with GeGraph.next_unique_name backed by a "
                      "set (TorchAir patched in this benchmark process; median of 2)",
-            "columns": ["nodes", "as shipped us/node", "names in a set us/node", f"ratio vs the shipped {base}-node figure"],
+            "columns": ["nodes", "as shipped us/node", "names in a set us/node",
+                        f"ratio vs the shipped {base}-node figure"],
             "rows": fix_rows})
         naming_growth = rows[4][3]
-        if naming_growth < 1.5:  # the simulator's set-backed name search (op_plugin/_simulator/hosting/torchair_fixes.py)
+        # the simulator's set-backed name search (op_plugin/_simulator/hosting/torchair_fixes.py)
+        if naming_growth < 1.5:
             result["notes"].append(
                 f"GE op naming stays flat ({rows[4][1]:.0f} -> {rows[4][2]:.0f} us/node between {mid} and {largest} "
                 "nodes): the simulator runs TorchAir's GeGraph.next_unique_name on a set "

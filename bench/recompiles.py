@@ -153,7 +153,8 @@ def run(quick: bool = False) -> dict:
             if outcome["error"]:
                 failures.append(f"{label} ({mode}): {outcome['error']}")
         rows.append(row)
-        print(f"  {label}: " + ", ".join(f"{m}: {o['compiles']} compiles" for m, o in outcome_by_mode.items()), flush=True)
+        print(f"  {label}: " + ", ".join(f"{m}: {o['compiles']} compiles" for m, o in outcome_by_mode.items()),
+              flush=True)
 
     for case in cases:
         sizes = size_sequence(case, cfg["shapes"])
@@ -166,11 +167,12 @@ def run(quick: bool = False) -> dict:
                     return args, kwargs, expected
                 yield make
 
-        op = case.op
+        def forward(op):  # a fresh function per case, bound to this case's op
+            def forwarded(*args, **kwargs):
+                return op(*args, **kwargs)
+            return forwarded
 
-        def fn(*args, **kwargs):
-            return op(*args, **kwargs)
-
+        fn = forward(case.op)
         outcome = {mode: _count_compiles(fn, calls(), value) for mode, value in MODES.items()}
         dims_text = ", ".join(f"{d} {sizes[0][d]}..{sizes[-1][d]}" if len({s[d] for s in sizes}) == len(sizes)
                               else f"{d} cycles {sorted({s[d] for s in sizes})}" for d in sizes[0])

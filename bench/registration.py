@@ -191,7 +191,8 @@ def child(payload: dict) -> dict:
     out["tracemalloc_peak_bytes"] = peak - before
     del keep_a, keep_b
     if profile is not None:
-        out["profile"] = top_profile(profile, 25, "cumulative") + "\n\n-- by own time --\n" + top_profile(profile, 20, "tottime")
+        out["profile"] = (top_profile(profile, 25, "cumulative") + "\n\n-- by own time --\n"
+                          + top_profile(profile, 20, "tottime"))
     return out
 
 
@@ -221,7 +222,8 @@ def run(quick: bool = False) -> dict:
             figures[f"yaml_rss_kib_per_op.N{count}"] = y["rss_bytes"] / count / 1024
             figures[f"yaml_tracemalloc_kib_per_op.N{count}"] = y["tracemalloc_bytes"] / count / 1024
             figures[f"torch_library_tracemalloc_kib_per_op.N{count}"] = t["tracemalloc_bytes"] / count / 1024
-            rows.append([count, -(-count // OPS_PER_FILE), y["seconds"], y["seconds"] / count * 1e3, t["seconds"], ratio,
+            rows.append([count, -(-count // OPS_PER_FILE), y["seconds"], y["seconds"] / count * 1e3,
+                         t["seconds"], ratio,
                          y["rss_bytes"] / 2 ** 20, t["rss_bytes"] / 2 ** 20,
                          y["tracemalloc_bytes"] / 2 ** 20, y["tracemalloc_peak_bytes"] / 2 ** 20,
                          t["tracemalloc_bytes"] / 2 ** 20])
@@ -232,7 +234,8 @@ def run(quick: bool = False) -> dict:
             "config": {"sizes (ops)": cfg["sizes"], "ops per YAML file": OPS_PER_FILE,
                        "repeats (fresh processes per size and kind)": cfg["repeats"]},
             "figures": figures,
-            "tables": [{"title": "Median over the repeats; ratio = load_yaml time / plain torch.library registration time",
+            "tables": [{"title": "Median over the repeats; "
+                                 "ratio = load_yaml time / plain torch.library registration time",
                         "columns": ["ops", "files", "load_yaml s", "ms/op", "torch.library s", "ratio",
                                     "load_yaml RSS MiB", "torch.library RSS MiB", "load_yaml tracemalloc MiB",
                                     "load_yaml tracemalloc peak MiB", "torch.library tracemalloc MiB"],
@@ -244,8 +247,10 @@ def run(quick: bool = False) -> dict:
                       "RSS includes the dispatcher's C++ tables; tracemalloc counts the Python heap only."],
         }
         if figures[f"yaml_s.N{largest}"] > GOAL_S and not quick:
-            profiled = run_child("registration", {"kind": "yaml", "ops": largest, "files": files[largest], "profile": True})
-            result["profile"] = f"cProfile of load_yaml over {largest} ops\n\n-- by cumulative time --\n" + profiled["profile"]
+            profiled = run_child("registration",
+                                 {"kind": "yaml", "ops": largest, "files": files[largest], "profile": True})
+            result["profile"] = (f"cProfile of load_yaml over {largest} ops\n\n-- by cumulative time --\n"
+                                 + profiled["profile"])
     return result
 
 

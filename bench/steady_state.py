@@ -21,7 +21,8 @@ FULL = {"cases": [(2, 2, 8), (6, 2, 8), (12, 2, 8), (12, 4, 64)], "warmup": 10, 
 QUICK = {"cases": [(1, 2, 8)], "warmup": 2, "rounds": 2, "calls_per_round": 3}
 BACKENDS = ("eager", "npugraph", "aot_eager")
 GOAL = 1.5
-EXECUTOR, CHECKS, CUSTOM_OPS, TORCHAIR = ("_simulator/interpreter/executor/plan.py", "_simulator/interpreter/executor/checks.py",
+EXECUTOR, CHECKS, CUSTOM_OPS, TORCHAIR = ("_simulator/interpreter/executor/plan.py",
+                                       "_simulator/interpreter/executor/checks.py",
                                        "_simulator/hosting/custom_ops.py", "torchair/")
 # Parts of a steady npugraph call, outermost first; a row's time includes the rows indented below it.
 # Rows whose functions do not run (or no longer exist in the executor) are left out of the table.
@@ -92,13 +93,15 @@ def run(quick: bool = False) -> dict:
         "name": "steady_state",
         "title": "Steady-state call time: npugraph on the simulator vs eager",
         "config": {"cases (layers, batch, seq)": cfg["cases"], "warm-up calls": cfg["warmup"],
-                   "timed calls per backend": f"{calls} ({cfg['rounds']} alternating rounds of {cfg['calls_per_round']})"},
+                   "timed calls per backend":
+                       f"{calls} ({cfg['rounds']} alternating rounds of {cfg['calls_per_round']})"},
         "figures": figures,
         "tables": [{"title": "Median per-call time (ms); ratio = backend / eager in the same run",
                     "columns": ["layers", "batch x seq", "eager ms", "npugraph ms", "npugraph / eager",
                                 "aot_eager ms", "aot_eager / eager", "max abs error (npugraph)"],
                     "rows": rows}],
-        "goals": [goal(f"simulator steady call <= 1.5x eager (worst of the {cfg['cases'][0][1]}x{cfg['cases'][0][2]} cases)",
+        "goals": [goal("simulator steady call <= 1.5x eager "
+                       f"(worst of the {cfg['cases'][0][1]}x{cfg['cases'][0][2]} cases)",
                        worst, GOAL, "x", ", ".join(f"{t}: {r:.2f}x" for t, r in ratios))],
         "notes": ["Both sides run the same reference kernels for the custom GE types; the simulator adds TorchAir's "
                   "runtime wrapper and a Python interpreter over the GE graph (a kernel call and output checks per GE "

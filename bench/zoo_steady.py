@@ -108,7 +108,8 @@ def child(payload: dict) -> dict:
             key = f"{model_name}.B{batch}xL{length}.{'dynamic' if dynamic else 'static'}"
             out[key] = {b: times[b] for b in BACKENDS}
             out[key]["plan_run"] = list(inside)
-            print(f"  {key} x{payload['threads']}: " + ", ".join(f"{b} {median(times[b]) * 1e3:.2f} ms" for b in BACKENDS),
+            print(f"  {key} x{payload['threads']}: "
+                  + ", ".join(f"{b} {median(times[b]) * 1e3:.2f} ms" for b in BACKENDS),
                   flush=True)
     return out
 
@@ -187,14 +188,18 @@ def run(quick: bool = False) -> dict:
     if memory:
         growth = {b: (m["peak_kib"] - m["before_kib"]) / 1024 for b, m in memory.items()}
         ratio = growth["npugraph"] / growth["eager"] if growth["eager"] > 0 else float("nan")
-        figures["memory_peak_growth_mib.eager"], figures["memory_peak_growth_mib.npugraph"] = growth["eager"], growth["npugraph"]
+        figures["memory_peak_growth_mib.eager"] = growth["eager"]
+        figures["memory_peak_growth_mib.npugraph"] = growth["npugraph"]
         figures["memory_ratio"] = ratio
         goals.append(goal("peak memory of a steady call <= 1.3x eager (peak RSS above the RSS before the calls)",
-                          ratio, GOAL_MEMORY, "x", f"eager +{growth['eager']:.1f} MiB, npugraph +{growth['npugraph']:.1f} MiB"))
+                          ratio, GOAL_MEMORY, "x",
+                          f"eager +{growth['eager']:.1f} MiB, npugraph +{growth['npugraph']:.1f} MiB"))
         tables.append({"title": "Peak RSS over steady calls, BERT-base-sized (MiB)",
                        "columns": ["backend", "RSS before the calls", "peak RSS during the calls", "peak above before"],
-                       "rows": [[b, m["before_kib"] / 1024, m["peak_kib"] / 1024, growth[b]] for b, m in memory.items()]})
-        notes.append(f"Memory model: BERT (hidden 768, 12 heads, intermediate 3072) with {cfg['memory']['layers']} layers "
+                       "rows": [[b, m["before_kib"] / 1024, m["peak_kib"] / 1024, growth[b]]
+                                for b, m in memory.items()]})
+        notes.append("Memory model: BERT (hidden 768, 12 heads, intermediate 3072) "
+                     f"with {cfg['memory']['layers']} layers "
                      f"(fewer than BERT-base's 12 to keep the run short), batch {cfg['memory']['batch']} x seq "
                      f"{cfg['memory']['seq']}; absolute RSS includes each process's imports (TorchAir for npugraph).")
     if transformers is None:
@@ -202,7 +207,8 @@ def run(quick: bool = False) -> dict:
     notes.append("'TorchAir's per-call Python around the plan' is the npugraph call minus the time inside "
                  "GraphPlan.run: dynamo's guards and AOT's wrapper (which aot_eager pays too) plus TorchAir's runtime.")
     return {"name": "zoo_steady", "title": "Steady-state calls on public models and the examples; peak memory",
-            "config": {"models (name, batch, length)": models, "threads": cfg["threads"], "warm-up calls": cfg["warmup"],
+            "config": {"models (name, batch, length)": models, "threads": cfg["threads"],
+                       "warm-up calls": cfg["warmup"],
                        "timed calls per backend": cfg["rounds"] * cfg["calls_per_round"]},
             "figures": figures, "tables": tables, "goals": goals, "notes": notes}
 

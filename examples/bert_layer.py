@@ -23,7 +23,8 @@ class BertLayer(nn.Module):
         self.position = nn.Embedding(max_positions, hidden)
         self.token_type = nn.Embedding(2, hidden)
         self.embed_norm = nn.LayerNorm(hidden, eps=eps)
-        self.query, self.key, self.value = nn.Linear(hidden, hidden), nn.Linear(hidden, hidden), nn.Linear(hidden, hidden)
+        self.query, self.key, self.value = (nn.Linear(hidden, hidden), nn.Linear(hidden, hidden),
+                                            nn.Linear(hidden, hidden))
         self.attn_out = nn.Linear(hidden, hidden)
         self.attn_norm = nn.LayerNorm(hidden, eps=eps)
         self.ffn_in = nn.Linear(hidden, inter)

@@ -21,7 +21,7 @@ def mse_loss_meta(x, target, reduction="mean"):
         raise ValueError(f"npu_custom_mse_loss: reduction must be one of {REDUCTIONS}, got {reduction!r}")
     torch._check(x.dim() == target.dim(),
                  lambda: f"npu_custom_mse_loss: target {tuple(target.shape)} must have x's shape {tuple(x.shape)}")
-    for x_size, target_size in zip(x.shape, target.shape):
+    for x_size, target_size in zip(x.shape, target.shape, strict=True):
         torch._check(x_size == target_size,
                      lambda: f"npu_custom_mse_loss: target {tuple(target.shape)} must have x's shape {tuple(x.shape)}")
     return x.new_empty(x.shape if reduction == "none" else ())
