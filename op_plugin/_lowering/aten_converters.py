@@ -219,12 +219,14 @@ def assert_tensor_metadata(ta: TorchAirApi, a, size=None, stride=None, dtype=Non
     return None
 
 
-@library_converter("prims::fma", cases=[Support(F32(4, 3), F32(4, 3), F32(4, 3)), Support(F32(4, 3), F32(3), F32(4, 1))])
+@library_converter("prims::fma", cases=[Support(F32(4, 3), F32(4, 3), F32(4, 3)),
+                                        Support(F32(4, 3), F32(3), F32(4, 1))])
 def prims_fma(ta: TorchAirApi, a, b, c, meta_outputs=None):
     """`prims.fma(a, b, c) = a * b + c` (registered by torch/_inductor/inductor_prims.py, hence a
     library op: installed at the first compile after dynamo imports it): dynamo decomposes
     `t.addcmul_(t1, t2, value=v)` into `fma(t1 * t2, v, t)` (torch/_dynamo/variables/tensor.py
-    `method_addcmul_`, under `enable_dynamo_decompositions`, the default) in a compiled optimizer step (`torch.compile(opt.step)` for Adam/AdamW: `exp_avg_sq.mul_
+    `method_addcmul_`, under `enable_dynamo_decompositions`, the default) in a compiled optimizer
+    step (`torch.compile(opt.step)` for Adam/AdamW: `exp_avg_sq.mul_
     (beta2).addcmul_(grad, grad, value=1 - beta2)`), and TorchAir has no prims.fma converter.
     Lowered to the CANN op torch_npu's eager addcmul runs, `Addcmul(input_data=c, x1=a, x2=b,
     value=1)` (Ascend/op-plugin op_plugin/ops/opapi/AddcmulKernelNpuOpApi.cpp, aclnnAddcmul;

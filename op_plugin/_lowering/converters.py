@@ -48,7 +48,8 @@ def _check_unmapped_defaults(spec: OpSpec, bound: dict, unmapped: dict) -> None:
     """An argument with no GE attr cannot reach the GE op: only its default value is allowed."""
     for name, default in unmapped.items():
         value = bound[name]
-        same = list(value) == list(default) if isinstance(value, (list, tuple)) and default is not None else value == default
+        same = (list(value) == list(default) if isinstance(value, (list, tuple)) and default is not None
+                else value == default)
         if not same:
             raise OpPluginError(f"{spec.field('ge.attrs')}: {spec.qualname} is called with {name}={value!r}, but "
                                 f"'{name}' is not mapped to a GE attr, so the GE graph could only compute with its "

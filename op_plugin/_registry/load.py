@@ -97,8 +97,10 @@ def _check_ge_prototype(spec: OpSpec, others: list[OpSpec]) -> None:
     for other in others:
         if other.ge is not None and other.ge.type == spec.ge.type and ir_prototype(other) != declared:
             raise YamlSpecError(spec.field("ge"), f"GE type {spec.ge.type} is already declared by {other.qualname} "
-                                f"({other.location.file_line}) with another prototype ({_describe(ir_prototype(other))}, "
-                                f"here {_describe(declared)}); use another `ge.type` or the same inputs, attrs and outputs")
+                                f"({other.location.file_line}) with another prototype "
+                                f"({_describe(ir_prototype(other))}, "
+                                f"here {_describe(declared)}); use another `ge.type` or the same inputs, attrs "
+                                "and outputs")
 
 
 def _check_custom_type_owner(spec: OpSpec, others: list[OpSpec]) -> None:

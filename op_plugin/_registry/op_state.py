@@ -110,7 +110,8 @@ def check_piece_allowed(st: OpState, piece: Piece) -> None:
     if piece in (Piece.BACKWARD, Piece.SETUP_CONTEXT) and not spec.differentiable:
         raise OpPluginError(f"{spec.field('func')}: {spec.qualname} mutates its inputs; in-place ops cannot "
                             "have a backward. Define a functional variant for training.")
-    if piece in (Piece.BACKWARD, Piece.SETUP_CONTEXT) and any(a.kwarg_only and a.kind.is_tensor for a in spec.schema.args):
+    if piece in (Piece.BACKWARD, Piece.SETUP_CONTEXT) and any(a.kwarg_only and a.kind.is_tensor
+                                                              for a in spec.schema.args):
         # torch.library.register_autograd does not support them, so the formula would never run.
         raise OpPluginError(f"{spec.field('func')}: {spec.qualname} has keyword-only Tensor arguments, which "
                             "torch.library autograd does not support, so this backward would never be called; "
