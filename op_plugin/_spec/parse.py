@@ -47,7 +47,8 @@ def parse_document(doc: LocatedDocument) -> tuple[OpSpec, ...]:
     for spec in specs:
         if spec.qualname in seen:
             raise YamlSpecError(spec.location.with_field("func"),
-                                f"{spec.qualname} is defined twice in this file (first at line {seen[spec.qualname].location.line})")
+                                f"{spec.qualname} is defined twice in this file "
+                                f"(first at line {seen[spec.qualname].location.line})")
         seen[spec.qualname] = spec
     return tuple(specs)
 
@@ -121,7 +122,8 @@ def _check_schema_supported(p: OpParser, schema: Schema) -> None:
         if not ret.is_tensor:
             raise p.fail(("func",), "func", f"return {i} is not a Tensor; ops return tensors")
         if ret.alias_set and schema.aliased_arg(ret) is None:
-            raise p.fail(("func",), "func", f"return {i} aliases '({ret.alias_set}!)' but no argument has that annotation")
+            raise p.fail(("func",), "func",
+                         f"return {i} aliases '({ret.alias_set}!)' but no argument has that annotation")
     mutated = [a for a in schema.args if a.mutated]
     if any(a.kind is not ArgKind.TENSOR for a in mutated):
         raise p.fail(("func",), "func", "only plain Tensor arguments can be mutated (Tensor(a!))")
@@ -156,7 +158,8 @@ def _parse_outputs(p: OpParser, schema: Schema, entry: dict) -> tuple[OutputSpec
         raise p.fail(("outputs",), "outputs",
                      f"the schema returns {len(schema.returns)} tensor(s) but `outputs:` has {len(raw)} "
                      f"{'entry' if len(raw) == 1 else 'entries'}")
-    return tuple(_parse_output(p, schema, i, item, ret) for i, (item, ret) in enumerate(zip(raw, schema.returns)))
+    return tuple(_parse_output(p, schema, i, item, ret)
+                 for i, (item, ret) in enumerate(zip(raw, schema.returns, strict=True)))
 
 
 def _parse_output(p: OpParser, schema: Schema, i: int, item: Any, ret) -> OutputSpec:

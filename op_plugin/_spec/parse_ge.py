@@ -30,7 +30,8 @@ def parse_aclnn(p: OpParser, raw: Any) -> AclnnSpec:
     function, library = raw.get("function"), raw.get("library")
     if not isinstance(function, str) or not _ACLNN_FUNCTION.match(function):
         raise p.fail(("aclnn", "function"), "aclnn.function",
-                     f"{function!r} is not an aclnn API name (aclnn followed by the CamelCase op, e.g. aclnnAddCustom); "
+                     f"{function!r} is not an aclnn API name "
+                     "(aclnn followed by the CamelCase op, e.g. aclnnAddCustom); "
                      "op_plugin calls <function>GetWorkspaceSize, then <function>")
     if not isinstance(library, str) or not _LIBRARY.match(library):
         raise p.fail(("aclnn", "library"), "aclnn.library",
@@ -54,7 +55,7 @@ def parse_ge(p: OpParser, schema: Schema, raw: Any) -> GeSpec:
     outputs = raw.get("outputs")
     if outputs is None:
         plain = ["y"] if len(schema.returns) == 1 else [f"y{i}" for i in range(len(schema.returns))]
-        outputs = [ref or name for ref, name in zip(ref_names, plain)]
+        outputs = [ref or name for ref, name in zip(ref_names, plain, strict=True)]
     if not isinstance(outputs, list) or not all(isinstance(o, str) and IDENTIFIER.match(o) for o in outputs):
         raise p.fail(("ge", "outputs"), "ge.outputs", "expected a list of GE output names")
     for name in outputs:
@@ -63,13 +64,13 @@ def parse_ge(p: OpParser, schema: Schema, raw: Any) -> GeSpec:
     if len(outputs) != len(schema.returns):
         raise p.fail(("ge", "outputs"), "ge.outputs",
                      f"the schema returns {len(schema.returns)} tensor(s) but ge.outputs names {len(outputs)}")
-    for i, (ref, name) in enumerate(zip(ref_names, outputs)):
+    for i, (ref, name) in enumerate(zip(ref_names, outputs, strict=True)):
         if ref is not None and name != ref:
             raise p.fail(("ge", "outputs"), "ge.outputs", f"return {i} is the mutated input '{ref}', so its GE "
                          f"output must be the ref output '{ref}', not '{name}'")
     names = ([(i.ge_name, ("ge", "inputs"), "ge.inputs") for i in inputs]
              + [(a.ge_name, ("ge", "attrs", a.ge_name), "ge.attrs") for a in attrs]
-             + [(o, ("ge", "outputs"), "ge.outputs") for o, ref in zip(outputs, ref_names) if ref is None])
+             + [(o, ("ge", "outputs"), "ge.outputs") for o, ref in zip(outputs, ref_names, strict=True) if ref is None])
     _check_unique(p, names)
     _check_dynamic_expansion(p, inputs, names)
     return GeSpec(ge_type, inputs, attrs, tuple(outputs))
@@ -141,14 +142,16 @@ def _parse_ge_inputs(p: OpParser, schema: Schema, raw: Any) -> tuple[GeInput, ..
             raise p.fail(sub, "ge.inputs", ge_name_problem(ge_name))
         arg = schema.arg(arg_name) if isinstance(arg_name, str) else None
         if arg is None or not arg.kind.is_tensor:
-            what = "not an argument of the op" if arg is None else f"of type {arg.kind.value}, not a tensor (GE attrs go in ge.attrs)"
+            what = ("not an argument of the op" if arg is None
+                    else f"of type {arg.kind.value}, not a tensor (GE attrs go in ge.attrs)")
             raise p.fail(sub, "ge.inputs", f"'{arg_name}' is {what}")
         kind = {ArgKind.OPTIONAL_TENSOR: InputKind.OPTIONAL, ArgKind.TENSOR_LIST: InputKind.DYNAMIC}.get(
             arg.kind, InputKind.REQUIRED)
         result.append(GeInput(ge_name, arg_name, kind))
     missing = [a.name for a in schema.tensor_args if a.name not in {i.arg for i in result}]
     if missing:
-        raise p.fail(("ge", "inputs"), "ge.inputs", f"tensor argument(s) {', '.join(missing)} are not mapped to a GE input")
+        raise p.fail(("ge", "inputs"), "ge.inputs",
+                     f"tensor argument(s) {', '.join(missing)} are not mapped to a GE input")
     return tuple(result)
 
 

@@ -67,7 +67,8 @@ def _parse_tensor_sample(p: OpParser, sub: tuple, field: str, dims: dict, value:
     if not is_dtype_name(dtype_name):
         raise p.fail(sub, field, f"unknown dtype '{dtype_name}'; known: {', '.join(DTYPES)}")
     if not isinstance(shape, list) or not all((type(d) is int and d >= 0) or _is_dim(d, dims) for d in shape):
-        raise p.fail(sub, field, f"shape must be a list of non-negative integers or names from `dims:` ({', '.join(dims) or 'none declared'})")
+        raise p.fail(sub, field, "shape must be a list of non-negative integers or names from `dims:` "
+                                 f"({', '.join(dims) or 'none declared'})")
     options = value[2] if len(value) == 3 else {}
     if not isinstance(options, dict) or set(options) - {"low", "high", "unique"}:
         raise p.fail(sub, field, "tensor options are a mapping with low, high, unique")

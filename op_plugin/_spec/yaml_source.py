@@ -176,7 +176,8 @@ def _scalar(loader: _SafeLoader, node: yaml.Node, file: str) -> Any:
     except yaml.constructor.ConstructorError:
         raise YamlSpecError(Location(file, node.start_mark.line + 1), _tag_message(node.tag)) from None
     except yaml.YAMLError as exc:
-        raise YamlSpecError(Location(file, node.start_mark.line + 1), f"bad value: {exc.problem if hasattr(exc, 'problem') else exc}") from None
+        raise YamlSpecError(Location(file, node.start_mark.line + 1),
+                            f"bad value: {exc.problem if hasattr(exc, 'problem') else exc}") from None
     except (ValueError, OverflowError) as exc:  # e.g. an integer with more digits than Python converts
         raise YamlSpecError(Location(file, node.start_mark.line + 1), f"bad value: {exc}") from exc
 
