@@ -133,7 +133,7 @@ class _MetaPromise:
 
 def _check_against_meta(spec: OpSpec, node, results: list, expected: list) -> None:
     """A reference kernel that contradicts the Meta function would make graph mode lie; refuse it."""
-    for i, (got, want) in enumerate(zip(results, expected)):
+    for i, (got, want) in enumerate(zip(results, expected, strict=True)):
         if got.shape != want.shape or got.dtype != want.dtype:
             raise GeExecutionError(
                 f"node '{node.name}' ({node.type}, reference kernel of {spec.qualname}) output {i}: "

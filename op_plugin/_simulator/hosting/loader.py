@@ -104,7 +104,8 @@ def load_torchair():
                 f"installed in {folder}: {install.INSTALL_HINT}"
             )
         _refuse_foreign_modules()
-        # torch_npu's own ops (torch.ops.npu.npu_rms_norm ...) must exist before TorchAir imports its converters for them
+        # torch_npu's own ops (torch.ops.npu.npu_rms_norm ...) must exist before TorchAir imports its
+        # converters for them
         npu_ops.define_npu_ops()
         _loaded = _import_contained(install.torchair_parent(folder))
         return _loaded

@@ -87,7 +87,8 @@ def bind(entry: KernelEntry, op, attrs: dict, data_count: int | None = None) -> 
             raise GeExecutionError(f"{where}: the kernel takes **named inputs but {op.type} has no prototype")
         return _bind_by_name(entry.fn, prototype, op, attrs, where, signature.wants_node, data_count)
     python_name = dict(signature.attr_parameters)
-    kwargs = {python_name[name]: _attr_value(name, default, prototype, attrs, where) for name, default in signature.attrs}
+    kwargs = {python_name[name]: _attr_value(name, default, prototype, attrs, where)
+              for name, default in signature.attrs}
     if signature.wants_node:
         kwargs[NODE_PARAMETER] = op
     fn = entry.fn
@@ -117,7 +118,7 @@ def _bind_by_name(fn, prototype: IrPrototype, op, attrs: dict, where: str, wants
             continue  # a custom type's attr the node does not carry: the kernel decides
     if wants_node:
         named_attrs[NODE_PARAMETER] = op
-    return lambda args: _as_outputs(fn(**dict(zip(names, _grouped(args, groups))), **named_attrs), where)
+    return lambda args: _as_outputs(fn(**dict(zip(names, _grouped(args, groups), strict=True)), **named_attrs), where)
 
 
 def _attr_value(name: str, kernel_default, prototype: IrPrototype | None, attrs: dict, where: str):

@@ -146,7 +146,8 @@ def ge_kernel(*op_types: str, layout_only: Mapping[str, str] | None = None, one_
 
 
 def lookup_kernel(op_type: str) -> KernelEntry | None:
-    """The active kernel of `op_type` (callable as `entry(inputs, attrs, node)`: bound on the spot, for tests), or None."""
+    """The active kernel of `op_type` (callable as `entry(inputs, attrs, node)`: bound on the spot,
+    for tests), or None."""
     with _lock:
         stack = _kernels.get(op_type)
         return stack[-1] if stack else None

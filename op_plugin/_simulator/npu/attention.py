@@ -14,7 +14,8 @@ internal precision only (the CPU computes in float32 either way).
 ``npu_fusion_attention``:
 
 Semantics from its torch_npu documentation (the wheel's ``_op_plugin_docs.py``): the masked,
-scaled softmax attention of ``interpreter/kernels/transformer/attention.py`` (the same CANN definition FlashAttentionScore
+scaled softmax attention of ``interpreter/kernels/transformer/attention.py`` (the same CANN
+definition FlashAttentionScore
 implements; layouts BSH, SBH, BSND, BNSD; masks and sparse_mode 0-4; GQA). Returns
 ``(attention_out, softmax_max, softmax_sum, softmax_out, seed, offset, numels)`` like torch_npu:
 softmax_max/sum are float32 ``[B, N, Sq, 8]``, softmax_out is empty (reserved), and with
@@ -27,8 +28,6 @@ only). ``gen_mask_parallel``, ``sync``, ``seed`` and ``offset`` only steer dropo
 generation, which keep_prob=1 never does.
 """
 from __future__ import annotations
-
-import torch
 
 from .reference import FLOATS
 
@@ -87,7 +86,8 @@ def npu_prompt_flash_attention(query, key, value, *, padding_mask=None, atten_ma
                                quant_scale2=None, quant_offset2=None, num_heads=1, scale_value=1.0,
                                pre_tokens=2147483647, next_tokens=0, input_layout="BSH", num_key_value_heads=0,
                                actual_seq_lengths_kv=None, sparse_mode=0):
-    """torch_npu's full-sequence inference attention (PromptFlashAttention); see interpreter/kernels/transformer/attention.py."""
+    """torch_npu's full-sequence inference attention (PromptFlashAttention); see
+    interpreter/kernels/transformer/attention.py."""
     from ..interpreter.kernels.transformer import attention as core
 
     op = "npu::npu_prompt_flash_attention"

@@ -124,10 +124,11 @@ def _npu_fused_mask(query, key, attn_mask, is_causal):
     b, n, sq, skv = query.size(0), query.size(1), query.size(2), key.size(2)
     target = (b, n, sq, skv)
     mask = attn_mask
-    if 2 <= mask.dim() <= 4 and all(m == t or m == 1 for m, t in zip(mask.shape, target[4 - mask.dim():])):
+    if 2 <= mask.dim() <= 4 and all(m == t or m == 1 for m, t in zip(mask.shape, target[4 - mask.dim():], strict=True)):
         supported = ((mask.dim() == 2 and tuple(mask.shape) == (sq, skv))
                      or (mask.dim() == 4 and mask.size(2) == sq and mask.size(3) == skv
-                         and ((mask.size(0) == b and mask.size(1) in (n, 1)) or (mask.size(0), mask.size(1)) == (1, 1))))
+                         and ((mask.size(0) == b and mask.size(1) in (n, 1))
+                              or (mask.size(0), mask.size(1)) == (1, 1))))
         if not supported:
             mask = mask.expand(b, n, sq, skv)
     return torch.logical_not(mask)

@@ -176,7 +176,8 @@ def _functional_variants(entries, names, undefined) -> dict[str, str]:
         inplace = torch._C.parse_schema(f"{NAMESPACE}::{entries[name].schema}")
         functional = torch._C.parse_schema(f"{NAMESPACE}::{entries[base[:-1]].schema}")
         mutated = [a.name for a in inplace.arguments if a.alias_info is not None and a.alias_info.is_write]
-        same_args = [(a.name, str(a.type)) for a in inplace.arguments] == [(a.name, str(a.type)) for a in functional.arguments]
+        same_args = ([(a.name, str(a.type)) for a in inplace.arguments]
+                     == [(a.name, str(a.type)) for a in functional.arguments])
         if (mutated == [inplace.arguments[0].name] and same_args and len(inplace.returns) == 1
                 and len(functional.returns) == 1 and functional.returns[0].alias_info is None
                 and str(functional.returns[0].type) == "Tensor"):
@@ -221,7 +222,8 @@ def _no_gradient_kernel(name: str):
     insides (torch's fallback only warns): torch_npu's backward ops are not covered here."""
     def kernel(keyset, *args, **kwargs):
         if torch.is_grad_enabled() and any(
-                isinstance(t, torch.Tensor) and t.requires_grad for t in torch.utils._pytree.tree_leaves((args, kwargs))):
+                isinstance(t, torch.Tensor) and t.requires_grad
+                for t in torch.utils._pytree.tree_leaves((args, kwargs))):
             raise NotImplementedError(
                 f"npu::{name} has no backward on the CPU simulator (torch_npu's backward ops are not covered, "
                 "docs/torch-npu-ops.md); call it under torch.no_grad() or on tensors that do not require grad")

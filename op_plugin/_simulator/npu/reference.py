@@ -42,10 +42,12 @@ def _check_float(op, **tensors):
 def _rms(op, x, gamma, epsilon):
     _check_float(op, self=x, gamma=gamma)
     if gamma.dim() > x.dim() or tuple(x.shape[x.dim() - gamma.dim():]) != tuple(gamma.shape):
-        raise ValueError(f"npu::{op}: gamma of shape {tuple(gamma.shape)} is not the trailing shape of {tuple(x.shape)}")
+        raise ValueError(f"npu::{op}: gamma of shape {tuple(gamma.shape)} "
+                         f"is not the trailing shape of {tuple(x.shape)}")
     dims = list(range(x.dim() - gamma.dim(), x.dim()))
     wide = opmath(x).float()
-    rstd = torch.rsqrt(wide.pow(2).mean(dim=dims, keepdim=True) + epsilon) if dims else torch.rsqrt(wide.pow(2) + epsilon)
+    rstd = (torch.rsqrt(wide.pow(2).mean(dim=dims, keepdim=True) + epsilon) if dims
+            else torch.rsqrt(wide.pow(2) + epsilon))
     return (wide * rstd * opmath(gamma).float()).to(x.dtype), rstd
 
 
@@ -135,7 +137,8 @@ def npu_interleave_rope(x, cos, sin):
 
 def _scatter_nd(op, self, indices, updates):
     if indices.dtype not in (torch.int32, torch.int64) or indices.dim() == 0 or indices.shape[-1] > self.dim():
-        raise ValueError(f"npu::{op}: indices must be int32/int64 index tuples of length <= {self.dim()} in the last dim")
+        raise ValueError(f"npu::{op}: indices must be int32/int64 index tuples of length <= {self.dim()} "
+                         "in the last dim")
     k = indices.shape[-1]
     rows = indices.reshape(-1, k).long()
     want = tuple(indices.shape[:-1]) + tuple(self.shape[k:])

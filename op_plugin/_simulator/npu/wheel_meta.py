@@ -72,7 +72,8 @@ def schema_entries(wheel_root: Path, names) -> dict[str, SchemaEntry]:
             continue
         entry = yaml.safe_load(block)[0]
         tags = entry.get("tags") or ()
-        found[match.group(1)] = SchemaEntry(match.group(1), entry["func"], tuple([tags] if isinstance(tags, str) else tags))
+        found[match.group(1)] = SchemaEntry(match.group(1), entry["func"],
+                                            tuple([tags] if isinstance(tags, str) else tags))
     missing = sorted(wanted - set(found))
     if missing:
         raise WheelOpUnavailable(f"{CODEGEN_YAML} has no custom: entry for {', '.join(missing)}")
@@ -203,7 +204,8 @@ class _TorchNpuStandIn:
         if self._path == ("torch_npu", "npu", "_backends") and name == "get_soc_version":
             return _get_soc_version
         raise NotImplementedError(
-            f"{'.'.join(self._path + (name,))} needs torch_npu on an NPU host; the CPU simulator has no stand-in for it")
+            f"{'.'.join(self._path + (name,))} needs torch_npu on an NPU host; "
+            "the CPU simulator has no stand-in for it")
 
 
 def _get_soc_version() -> int:

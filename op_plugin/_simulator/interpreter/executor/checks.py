@@ -12,7 +12,9 @@ from typing import NamedTuple
 import torch
 
 from ..errors import GeExecutionError
-from ...._ge.values import PROTO_DT_FLOAT, PROTO_DT_UNDEFINED, UNKNOWN_DIM, UNKNOWN_RANK, UnsupportedGeDtype, proto_dtype_to_torch
+from ...._ge.values import (
+    PROTO_DT_FLOAT, PROTO_DT_UNDEFINED, UNKNOWN_DIM, UNKNOWN_RANK, UnsupportedGeDtype, proto_dtype_to_torch,
+)
 
 
 class OutputCheck(NamedTuple):
@@ -54,7 +56,7 @@ def _shape_matches(declared: list, actual: list) -> bool:
         return True
     if len(declared) != len(actual):
         return False
-    return all(want in (UNKNOWN_DIM, UNKNOWN_RANK) or want == got for want, got in zip(declared, actual))
+    return all(want in (UNKNOWN_DIM, UNKNOWN_RANK) or want == got for want, got in zip(declared, actual, strict=True))
 
 
 def check_tensor(tensor: torch.Tensor, desc, where: str, *, trust_float: bool) -> None:

@@ -41,7 +41,8 @@ class FxShapes:
             index = op.attr["index"].i
             meta = record.placeholders[op.name]
             if isinstance(meta, tuple):
-                self.bindings += [_Binding(index, pos, dim) for pos, dim in enumerate(meta) if isinstance(dim, sympy.Symbol)]
+                self.bindings += [_Binding(index, pos, dim) for pos, dim in enumerate(meta)
+                                  if isinstance(dim, sympy.Symbol)]
             elif isinstance(meta, sympy.Symbol):
                 self.bindings.append(_Binding(index, None, meta))
         self._cache: dict[tuple, _Resolver] = {}
@@ -61,7 +62,7 @@ class FxShapes:
             if len(self._cache) >= _MAX_BINDINGS:
                 self._cache.clear()  # many distinct sizes: bounded memory beats a warm cache
             mapping = {}
-            for binding, value in zip(self.bindings, values):
+            for binding, value in zip(self.bindings, values, strict=True):
                 if value is not None:
                     mapping.setdefault(binding.symbol, sympy.Integer(value))
             resolver = self._cache[values] = _Resolver(mapping)
@@ -104,7 +105,8 @@ def _evaluate(dim, mapping) -> int | None:
 
 def check_fx_shape(tensor, expected: tuple, fx: FxShape, where: str) -> None:
     actual = tuple(tensor.shape)
-    if len(actual) != len(expected) or any(want is not None and want != got for want, got in zip(expected, actual)):
+    if len(actual) != len(expected) or any(want is not None and want != got
+                                           for want, got in zip(expected, actual, strict=True)):
         shown = [("?" if want is None else want) for want in expected]
         raise GeExecutionError(
             f"{where}: shape mismatch with the FX graph, FX node {fx.fx_name!r} has shape {shown} "

@@ -20,7 +20,8 @@ input signature (dtypes, shapes, and the values of small integer inputs, which c
 sizes); later calls with that signature skip them, since every node's output dtype and shape is
 then a function of the signature. Graphs where that is not so (a data-dependent op type, an FX
 size no input binds, or no FX record at all) check every node on every call, as does every graph
-when $OP_PLUGIN_CHECK_EVERY_CALL=1. Graph outputs are checked on every call. No graph output shares memory with an input,
+when $OP_PLUGIN_CHECK_EVERY_CALL=1. Graph outputs are checked on every call. No graph output
+shares memory with an input,
 another output or a Const the plan keeps: GE gives each output its own buffer.
 
 Collectives (HcomAllReduce & co., `..collectives`) run on every call, never folded; on a plan's first
@@ -141,7 +142,8 @@ class GraphPlan:
         # GE gives every output its own buffer; the Consts live as long as the plan.
         self.kept_storages = {step.const.untyped_storage().data_ptr() for step in self.steps
                               if step.const is not None and step.const.numel() > 0}
-        self.output_dtypes = list(graph_def.attr["_output_dtypes"].list.i) if "_output_dtypes" in graph_def.attr else None
+        self.output_dtypes = (list(graph_def.attr["_output_dtypes"].list.i) if "_output_dtypes" in graph_def.attr
+                              else None)
         self._assign_slots()
         self._prepare_outputs()
         # Signatures whose first call ran every node check; None: check every call.
@@ -222,7 +224,8 @@ class GraphPlan:
         graph output for the write. The executor copies the op's output back into the caller's
         tensor when the op runs, so later readers and the caller see the write (when it has the
         input's shape and dtype; a reshaping Assign reaches only the graph's readers)."""
-        data_index = {step.op.name: step.attrs.get("index") for step in self.steps if step.op.type in ("Data", "RefData")}
+        data_index = {step.op.name: step.attrs.get("index") for step in self.steps
+                      if step.op.type in ("Data", "RefData")}
         for step in self._kernel_steps:
             if not is_ref_op(step.op):
                 continue
@@ -264,7 +267,8 @@ class GraphPlan:
 
     def run(self, inputs: list) -> list:
         if len(inputs) != self.num_data:
-            raise GeExecutionError(f"GE graph {self.name!r} has {self.num_data} Data nodes but got {len(inputs)} inputs")
+            raise GeExecutionError(f"GE graph {self.name!r} has {self.num_data} Data nodes "
+                                   f"but got {len(inputs)} inputs")
         signature = _signature(inputs) if self._verified is not None and not _observers else None
         cached = self._verified.get(signature) if signature is not None else None
         values = self._template.copy()
@@ -355,7 +359,7 @@ class GraphPlan:
         outputs = []
         seen_storages = {_storage(t) for t in inputs if isinstance(t, torch.Tensor)}
         seen_storages |= self.kept_storages | cached_storages
-        for slot, (where, check, expected) in zip(self._output_step.arg_slots, self._output_checks):
+        for slot, (where, check, expected) in zip(self._output_step.arg_slots, self._output_checks, strict=True):
             tensor = values[slot].contiguous()
             # GE writes every output into its own buffer: never hand back an alias of an input,
             # another output, a Const the plan keeps or a value it caches for a signature.
@@ -365,7 +369,8 @@ class GraphPlan:
             if check is not None:
                 check_output(tensor, check)
             if expected is not None and tensor.dtype != expected:
-                raise GeExecutionError(f"{where}: dtype mismatch, graph attr _output_dtypes expects {expected}, got {tensor.dtype}")
+                raise GeExecutionError(f"{where}: dtype mismatch, graph attr _output_dtypes expects {expected}, "
+                                       f"got {tensor.dtype}")
             outputs.append(tensor)
         return outputs
 
@@ -418,11 +423,13 @@ def _run_kernel(step: _Step, args, resolver=None) -> list:
     except Exception as error:  # name the node: a bare torch error says nothing about the graph
         raise kernel_failure(op, error) from error
     if isinstance(outputs, torch.Tensor) or not isinstance(outputs, (list, tuple)):
-        raise GeExecutionError(f"GE kernel for {op.type} (node {op.name!r}) must return a list of tensors, got {type(outputs).__name__}")
+        raise GeExecutionError(f"GE kernel for {op.type} (node {op.name!r}) must return a list of tensors, "
+                               f"got {type(outputs).__name__}")
     outputs = list(outputs)
     if step.checks and len(outputs) != len(step.checks):
         raise GeExecutionError(
-            f"node {op.name!r} ({op.type}): the graph declares {len(step.checks)} outputs, the kernel returned {len(outputs)}"
+            f"node {op.name!r} ({op.type}): the graph declares {len(step.checks)} outputs, "
+            f"the kernel returned {len(outputs)}"
         )
     for index, tensor in enumerate(outputs):
         if not isinstance(tensor, torch.Tensor):

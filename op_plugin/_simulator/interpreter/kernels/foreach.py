@@ -139,7 +139,7 @@ def _apply_scalars(op_type, fn, xs, scalar, per_tensor):
     _check_list("x", xs, _FI)
     divides = op_type.startswith("ForeachDiv")
     results = []
-    for x, s in zip(xs, _scalar_values(scalar, len(xs), per_tensor)):
+    for x, s in zip(xs, _scalar_values(scalar, len(xs), per_tensor), strict=True):
         wide = _div_operand(x) if divides else opmath(x)
         result = fn(wide, s.to(wide.dtype) if wide.dtype.is_floating_point else s)
         results.append(_finish(x, result, _div_dtype(x) if divides else None))
@@ -183,7 +183,7 @@ def _apply_lists(fn, x1s, x2s, allowed, alpha=None):
     _check_list("x2", x2s, allowed)
     scale = _scalar_values(alpha, 1, False)[0] if alpha is not None else None
     results = []
-    for x1, x2 in zip(x1s, x2s):
+    for x1, x2 in zip(x1s, x2s, strict=True):
         a, b = opmath(x1), opmath(x2)
         if scale is not None:
             b = scale.to(b.dtype) * b
@@ -224,7 +224,7 @@ def _apply_addc(combine, xs, x1s, x2s, scalar, per_tensor):
     for name, tensors in (("x1", xs), ("x2", x1s), ("x3", x2s)):
         _check_list(name, tensors, _FI)
     results = []
-    for x, x1, x2, s in zip(xs, x1s, x2s, _scalar_values(scalar, len(xs), per_tensor)):
+    for x, x1, x2, s in zip(xs, x1s, x2s, _scalar_values(scalar, len(xs), per_tensor), strict=True):
         wide = opmath(x)
         if combine is torch.div and not wide.dtype.is_floating_point:
             refuse("integer Addcdiv is not implemented (the rounding of x1 / x2 is not defined by the op)")
@@ -265,7 +265,7 @@ def _apply_lerp(x1s, x2s, weights):
     _check_list("x1", x1s, _F)
     _check_list("x2", x2s, _F)
     results = []
-    for x1, x2, w in zip(x1s, x2s, weights):
+    for x1, x2, w in zip(x1s, x2s, weights, strict=True):
         start = opmath(x1)
         results.append(_finish(x1, start + w.to(start.dtype) * (opmath(x2) - start)))
     return tuple(results)

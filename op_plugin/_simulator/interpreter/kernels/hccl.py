@@ -114,22 +114,22 @@ def _displacements(tensor, name: str, counts: list[int], unit: int = 1) -> list[
 
 def _gather_pieces(flat: torch.Tensor, counts: list[int], displs: list[int], what: str) -> torch.Tensor:
     """The pieces flat[displs[i]:displs[i]+counts[i]], one after another."""
-    if any(d + c > flat.numel() for c, d in zip(counts, displs)):
+    if any(d + c > flat.numel() for c, d in zip(counts, displs, strict=True)):
         refuse(f"{what}: counts {counts} at displacements {displs} reach past the {flat.numel()} elements")
     packed = [sum(counts[:i]) for i in range(len(counts))]
     if displs == packed and sum(counts) == flat.numel():
         return flat
-    return torch.cat([flat[d:d + c] for c, d in zip(counts, displs)]) if counts else flat[:0]
+    return torch.cat([flat[d:d + c] for c, d in zip(counts, displs, strict=True)]) if counts else flat[:0]
 
 
 def _place_pieces(packed: torch.Tensor, counts: list[int], displs: list[int]) -> torch.Tensor:
     """The pieces of `packed` (one after another) placed at `displs` of a buffer just large enough."""
-    total = max((d + c for c, d in zip(counts, displs)), default=0)
+    total = max((d + c for c, d in zip(counts, displs, strict=True)), default=0)
     if displs == [sum(counts[:i]) for i in range(len(counts))] and total == packed.numel():
         return packed
     out = packed.new_zeros(total)
     start = 0
-    for c, d in zip(counts, displs):
+    for c, d in zip(counts, displs, strict=True):
         out[d:d + c] = packed[start:start + c]
         start += c
     return out
@@ -343,7 +343,7 @@ def hcom_receive(*, group, sr_tag, src_rank, shape, dtype):
     code, rank = int(header[0]), int(header[1])
     sent_shape = [int(d) for d in header[2:2 + rank].tolist()]
     sent_dtype = _DTYPES[code] if 0 <= code < len(_DTYPES) else None
-    fits = len(sent_shape) == len(shape) and all(e in (-1, s) for e, s in zip(shape, sent_shape))
+    fits = len(sent_shape) == len(shape) and all(e in (-1, s) for e, s in zip(shape, sent_shape, strict=True))
     if sent_dtype != expected or not fits:
         refuse(f"group rank {src_rank} sends {sent_dtype} {sent_shape} but this node receives {expected} "
                f"{list(shape)}")

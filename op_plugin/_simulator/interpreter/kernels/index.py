@@ -6,7 +6,8 @@ Each is written from its CANN prototype (``REG_OP`` in TorchAir's ``auto_generat
 hicann ops-nn files them in ``index/``, except OneHot, in ops-math ``math/``) and from how TorchAir's
 converters feed it (``ge_converter/aten/gather.py``, ``index_select.py``, ``index.py``,
 ``_unsafe_index.py``, ``scatter.py``, ``scatter_add.py``, ``slice_scatter.py``, ``select_scatter.py``,
-``index_add.py``, ``flip.py``, ``_embedding_bag.py``). An index outside its dimension is refused, as on the NPU (where it is an
+``index_add.py``, ``flip.py``, ``_embedding_bag.py``). An index outside its dimension is refused,
+as on the NPU (where it is an
 AI-core exception), never a silent wrap or clamp.
 
 16-bit float reductions (scatter add/mul, index add, bag sums) accumulate in float32 and round once.
@@ -123,7 +124,7 @@ def scatter_elements(data, indices, updates, *, axis, reduction):
     "none" and repeated indices the NPU's pick is unspecified; here the last write wins as torch does."""
     if indices.dim() != data.dim() or updates.dim() != data.dim():
         refuse(f"indices {list(indices.shape)} and updates {list(updates.shape)} must have data's rank {data.dim()}")
-    if any(i > u for i, u in zip(indices.shape, updates.shape)):
+    if any(i > u for i, u in zip(indices.shape, updates.shape, strict=True)):
         refuse(f"indices {list(indices.shape)} exceed updates {list(updates.shape)} in some dim")
     # updates may be larger than indices (TorchAir's scatter_add declares such a case): only the
     # leading indices-shaped block of updates is scattered, as aten.scatter does.

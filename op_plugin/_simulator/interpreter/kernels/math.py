@@ -128,7 +128,8 @@ def addcmul(input_data, x1, x2, value):
     return input_data + value.to(input_data.dtype) * x1 * x2
 
 
-@ge_kernel("AxpyV2", one_dtype=("x1", "x2"), accepts={"x1": (torch.float16, torch.float32, torch.int32, torch.bfloat16)},
+@ge_kernel("AxpyV2", one_dtype=("x1", "x2"),
+           accepts={"x1": (torch.float16, torch.float32, torch.int32, torch.bfloat16)},
            widen=True)
 def axpy_v2(x1, x2, alpha):
     """y = x1 + alpha * x2, alpha a tensor input (Axpy has it as an attr)."""

@@ -20,7 +20,8 @@ _INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, tor
 
 _BINARY = {
     "Equal": ("equal", torch.eq), "NotEqual": ("not_equal", torch.ne), "Less": ("less", torch.lt),
-    "LessEqual": ("less_equal", torch.le), "Greater": ("greater", torch.gt), "GreaterEqual": ("greater_equal", torch.ge),
+    "LessEqual": ("less_equal", torch.le), "Greater": ("greater", torch.gt),
+    "GreaterEqual": ("greater_equal", torch.ge),
     "LogicalAnd": ("logical_and", torch.logical_and), "LogicalOr": ("logical_or", torch.logical_or),
     "BitwiseAnd": ("bitwise_and", torch.bitwise_and), "BitwiseOr": ("bitwise_or", torch.bitwise_or),
     "BitwiseXor": ("bitwise_xor", torch.bitwise_xor),

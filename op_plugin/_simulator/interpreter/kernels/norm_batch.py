@@ -63,7 +63,8 @@ def bn_infer(x, scale, offset, mean, variance, *, epsilon, node):
                                            False, 0.0, epsilon)
         return y.to(x.dtype)
     rstd = torch.rsqrt(variance.float() + epsilon)
-    y = (opmath(x) - mean.float().reshape(shape)) * (rstd * scale.float()).reshape(shape) + offset.float().reshape(shape)
+    y = ((opmath(x) - mean.float().reshape(shape)) * (rstd * scale.float()).reshape(shape)
+         + offset.float().reshape(shape))
     return y.to(x.dtype)
 
 
@@ -183,7 +184,8 @@ def bn_training_reduce_grad(grads, x, diff_scale, diff_offset, scale, batch_mean
     count = x.numel() // max(channels, 1)
     rstd = torch.rsqrt(per["batch_variance"] + epsilon)
     x_hat = (opmath(x).float() - per["batch_mean"]) * rstd
-    dx = per["scale"] * rstd * (opmath(grads).float() - (per["diff_offset"] + x_hat * per["diff_scale"]) / max(count, 1))
+    dx = per["scale"] * rstd * (opmath(grads).float()
+                                - (per["diff_offset"] + x_hat * per["diff_scale"]) / max(count, 1))
     return dx.to(x.dtype)
 
 
@@ -230,7 +232,8 @@ def batch_norm_grad_v3(dy, x, weight, running_mean, running_var, save_mean, save
 @ge_kernel("SyncBatchNormBackwardReduce", one_dtype=("sum_dy", "sum_dy_dx_pad", "mean", "invert_std"),
            accepts={"sum_dy": _F16_F32}, widen=True)
 def sync_batch_norm_backward_reduce(sum_dy, sum_dy_dx_pad, mean, invert_std):
-    """sum_dy_xmu = sum_dy_dx_pad - mean * sum_dy (sum(dy * (x - mean)) from sum(dy * x)), y = sum_dy_xmu * invert_std."""
+    """sum_dy_xmu = sum_dy_dx_pad - mean * sum_dy (sum(dy * (x - mean)) from sum(dy * x)),
+    y = sum_dy_xmu * invert_std."""
     if not (sum_dy.shape == sum_dy_dx_pad.shape == mean.shape == invert_std.shape):
         refuse("sum_dy, sum_dy_dx_pad, mean and invert_std must have one shape")
     xmu = sum_dy_dx_pad - mean * sum_dy
@@ -244,7 +247,8 @@ _ELEMT_INPUTS = ("grad_output", "save_input", "mean", "invstd", "weight", "mean_
 def sync_batch_norm_backward_elemt(grad_output, save_input, mean, invstd, weight, mean_dy, mean_dy_xmu):
     """grad_input = (grad_output - mean_dy - (save_input - mean) * invstd^2 * mean_dy_xmu) * invstd * weight;
     every input already has grad_output's shape (TorchAir expands them)."""
-    for name, tensor in zip(_ELEMT_INPUTS, (grad_output, save_input, mean, invstd, weight, mean_dy, mean_dy_xmu)):
+    for name, tensor in zip(_ELEMT_INPUTS, (grad_output, save_input, mean, invstd, weight, mean_dy, mean_dy_xmu),
+                            strict=True):
         if tensor.shape != grad_output.shape:
             refuse(f"{name} has shape {list(tensor.shape)}, expected grad_output's {list(grad_output.shape)}")
     grad = grad_output - mean_dy - (save_input - mean) * invstd * invstd * mean_dy_xmu

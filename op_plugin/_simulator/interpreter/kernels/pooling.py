@@ -34,8 +34,8 @@ def _out_size(size, k, s, before, after, ceil_mode):
 
 def _windows(t, dims, ks, ss, outs):
     """t unfolded into [..., out_0, out_1, k_0, k_1] windows over the two `dims`, zero-filled past the end."""
-    need = [(o - 1) * s + k for o, s, k in zip(outs, ss, ks)]
-    extra = [max(0, n - t.shape[d]) for n, d in zip(need, dims)]
+    need = [(o - 1) * s + k for o, s, k in zip(outs, ss, ks, strict=True)]
+    extra = [max(0, n - t.shape[d]) for n, d in zip(need, dims, strict=True)]
     t = F.pad(t, (0, extra[1], 0, extra[0]))
     return t.unfold(dims[0], ks[0], ss[0]).unfold(dims[1], ks[1], ss[1])
 
@@ -67,7 +67,7 @@ def avg_pool_v2(x, *, ksize, strides, padding_mode, pads, data_format, global_po
         ks, ss, pads, ceil_mode = [height, width], [1, 1], [0, 0, 0, 0], False
     elif padding_mode == "SAME":
         pads = []
-        for size, k, s in zip((height, width), ks, ss):
+        for size, k, s in zip((height, width), ks, ss, strict=True):
             total = max((math.ceil(size / s) - 1) * s + k - size, 0)
             pads += [total // 2, total - total // 2]
         ceil_mode = False
@@ -100,7 +100,7 @@ def avg_pool_v2(x, *, ksize, strides, padding_mode, pads, data_format, global_po
         y = sums / counts
     else:
         spans = []
-        for out, k, s, size in zip(outs, ks, ss, (height + top + bottom, width + left + right)):
+        for out, k, s, size in zip(outs, ks, ss, (height + top + bottom, width + left + right), strict=True):
             start = torch.arange(out) * s
             spans.append(torch.clamp(start + k, max=size) - start)
         y = sums / (spans[0][:, None] * spans[1][None, :])

@@ -105,7 +105,7 @@ def _max_pool_geometry(count, ksize, strides, pads, dilation, ceil_mode):
     dilation = _spatial_list("dilation", dilation, count)
     if any(k <= 0 for k in ksize) or any(s <= 0 for s in strides) or any(d <= 0 for d in dilation):
         refuse(f"ksize {ksize}, strides {strides} and dilation {dilation} must be positive")
-    if any(p < 0 or 2 * p > k for p, k in zip(pads, ksize)):
+    if any(p < 0 or 2 * p > k for p, k in zip(pads, ksize, strict=True)):
         refuse(f"pads {pads} must be in [0, ksize / 2] (ksize {ksize})")
     return {"kernel_size": ksize, "stride": strides, "padding": pads, "dilation": dilation,
             "ceil_mode": ceil_mode, "return_indices": True}

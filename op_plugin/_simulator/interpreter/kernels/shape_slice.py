@@ -26,7 +26,7 @@ _INDEX_NUMBER = (torch.int32, torch.int64)
 @ge_kernel("Slice")
 def slice_(x, offsets, size):
     index = []
-    for dim, (offset, length) in enumerate(zip(int_list(offsets), int_list(size))):
+    for dim, (offset, length) in enumerate(zip(int_list(offsets), int_list(size), strict=True)):
         end = x.shape[dim] if length == -1 else offset + length
         index.append(slice(offset, end))
     return x[tuple(index)].contiguous()
@@ -38,7 +38,7 @@ def _strided_slice(x, begin, end, axes, strides, masks):
     axes = list(range(len(begin))) if axes is None else axes
     strides = [1] * len(begin) if strides is None else strides
     index = [slice(None)] * x.dim()
-    for axis, start, stop, step in zip(axes, begin, end, strides):
+    for axis, start, stop, step in zip(axes, begin, end, strides, strict=True):
         if step <= 0:
             refuse(f"stride {step} is not supported by the simulator")
         length = x.shape[axis]
@@ -72,7 +72,7 @@ def _view(what, flat, size, stride, offset):
     if any(s < 0 for s in size) or any(s < 0 for s in stride) or offset < 0:
         refuse(f"{what}: size {size}, stride {stride} and offset {offset} must be non-negative")
     if all(s > 0 for s in size):
-        last = offset + sum((n - 1) * st for n, st in zip(size, stride))
+        last = offset + sum((n - 1) * st for n, st in zip(size, stride, strict=True))
         if last >= flat.numel():
             refuse(f"{what}: view size {size} stride {stride} offset {offset} reaches element {last} "
                    f"of a buffer of {flat.numel()}")

@@ -91,7 +91,8 @@ def band(sq, skv, pre_tokens, next_tokens, *, bottom_right):
 
 
 def sparse_mask(atten_mask, sparse_mode, pre_tokens, next_tokens, sq, skv, mask_dtypes=(torch.bool, torch.uint8)):
-    """The boolean mask (True = masked) FlashAttentionScore / PromptFlashAttention apply, broadcastable to [B, N, Sq, Skv]."""
+    """The boolean mask (True = masked) FlashAttentionScore / PromptFlashAttention apply, broadcastable
+    to [B, N, Sq, Skv]."""
     if atten_mask is None:
         return None  # documented: no mask means full attention, sparse_mode and tokens ignored
     if atten_mask.dtype not in mask_dtypes:
@@ -102,12 +103,14 @@ def sparse_mask(atten_mask, sparse_mode, pre_tokens, next_tokens, sq, skv, mask_
         given = given.unsqueeze(1)
     if sparse_mode in (0, 1):
         if given.dim() not in (2, 4) or tuple(given.shape[-2:]) != (sq, skv):
-            raise AttentionError(f"atten_mask of shape {tuple(given.shape)} is not [.., {sq}, {skv}] (BNSS, B1SS, 11SS or SS)")
+            raise AttentionError(f"atten_mask of shape {tuple(given.shape)} is not [.., {sq}, {skv}] "
+                                 "(BNSS, B1SS, 11SS or SS)")
         return given | band(sq, skv, pre_tokens, next_tokens, bottom_right=False) if sparse_mode == 0 else given
     if sparse_mode in (2, 3, 4):
         expected = torch.ones(_COMPRESSED_MASK, _COMPRESSED_MASK, dtype=torch.bool).triu(1)
         if tuple(given.shape) != expected.shape or not torch.equal(given, expected):
-            raise AttentionError(f"sparse_mode {sparse_mode} takes the compressed {_COMPRESSED_MASK}x{_COMPRESSED_MASK} "
+            raise AttentionError(f"sparse_mode {sparse_mode} takes the compressed "
+                                 f"{_COMPRESSED_MASK}x{_COMPRESSED_MASK} "
                                  f"upper-triangular atten_mask, got shape {tuple(given.shape)} or other values")
         if sparse_mode == 4:
             return band(sq, skv, pre_tokens, next_tokens, bottom_right=True)
@@ -201,13 +204,15 @@ def _bnsd_inputs(query, key, value, layout, num_heads, kv):
 
 def prompt_attention(query, key, value, atten_mask, *, num_heads, scale_value, pre_tokens, next_tokens, input_layout,
                      num_key_value_heads, sparse_mode):
-    """PromptFlashAttention: softmax(scale * q k^T, masked) v in the query dtype (key/value S of 0: zeros, documented)."""
+    """PromptFlashAttention: softmax(scale * q k^T, masked) v in the query dtype (key/value S of 0:
+    zeros, documented)."""
     in_layout, out_layout, kv = _heads_and_layouts(input_layout, num_heads, num_key_value_heads)
     q, k, v = _bnsd_inputs(query, key, value, in_layout, num_heads, kv)
     if k.shape[2] == 0:
         out = q.new_zeros(*q.shape[:3], v.shape[3], dtype=torch.float32)
     else:
-        masked = sparse_mask(atten_mask, sparse_mode, pre_tokens, next_tokens, q.shape[2], k.shape[2], INFER_MASK_DTYPES)
+        masked = sparse_mask(atten_mask, sparse_mode, pre_tokens, next_tokens, q.shape[2], k.shape[2],
+                             INFER_MASK_DTYPES)
         out = attention(q, k, v, scale_value, masked)[0]
     return from_bnsd(out, out_layout).to(query.dtype).contiguous()
 

@@ -37,10 +37,11 @@ def _group_rows(group_list, group_list_type, rows):
         refuse(f"group_list_type {group_list_type} is not 0 (cumulative) or 1 (counts)")
     values = [int(v) for v in group_list.reshape(-1).tolist()]
     ends = values if group_list_type == 0 else torch.tensor(values).cumsum(0).tolist()
-    starts = [0] + ends[:-1]
-    if any(e < s for s, e in zip(starts, ends)) or (ends and ends[-1] > rows) or any(v < 0 for v in values):
+    starts = [0] + ends[:-1]  # one longer than ends when the list is empty: zip drops that lone 0
+    if (any(e < s for s, e in zip(starts, ends, strict=False)) or (ends and ends[-1] > rows)
+            or any(v < 0 for v in values)):
         refuse(f"group_list {values} (type {group_list_type}) is not a non-decreasing split of {rows} rows")
-    return list(zip(starts, ends))
+    return list(zip(starts, ends, strict=False))
 
 
 @ge_kernel("GroupedMatmul", layout_only={"tuning_config": "a kernel tiling hint"})
