@@ -94,7 +94,7 @@ def assert_close(got, want, kind: str = "eager", *, dtype: torch.dtype | None = 
     got_leaves = torch.utils._pytree.tree_leaves(got)
     want_leaves = torch.utils._pytree.tree_leaves(want)
     _require(len(got_leaves) == len(want_leaves), f"{what}: {len(got_leaves)} results, expected {len(want_leaves)}")
-    for index, (g, w) in enumerate(zip(got_leaves, want_leaves)):
+    for index, (g, w) in enumerate(zip(got_leaves, want_leaves, strict=True)):
         where = what if len(got_leaves) == 1 else f"{what} {index}"
         if not isinstance(w, torch.Tensor):
             _require(g == w, f"{where}: {g!r} != {w!r}")
@@ -105,7 +105,7 @@ def assert_close(got, want, kind: str = "eager", *, dtype: torch.dtype | None = 
             _require(g.dtype == w.dtype, f"{where}: dtype {g.dtype}, expected {w.dtype}")
         bounds = tolerance(kind, dtype or g.dtype, scale)
         torch.testing.assert_close(_exact(g), _exact(w), **bounds, equal_nan=equal_nan,
-                                   msg=lambda message: f"{where}: {message}")
+                                   msg=lambda message, where=where: f"{where}: {message}")
 
 
 def _require(condition: bool, message: str) -> None:
@@ -306,7 +306,7 @@ def _slots(op_type: str, prototype: IrPrototype | None, inputs) -> list[tuple[st
             raise TypeError(f"{op_type}: {len(inputs)} inputs given, the prototype declares {[p.name for p in params]}")
         given = list(inputs) + [None] * (len(params) - len(inputs))
     slots = []
-    for param, value in zip(params, given):
+    for param, value in zip(params, given, strict=True):
         if value is None and param.kind is InputKind.REQUIRED:
             raise TypeError(f"{op_type}: required input {param.name!r} not given (TorchAir always feeds it)")
         if param.kind is InputKind.DYNAMIC:
@@ -338,7 +338,7 @@ def _output_specs(op_type: str, prototype: IrPrototype | None, outputs) -> list[
         names = [f"{params[0].name}{i}" for i in range(len(outputs))]
     else:
         names = [f"y{i}" for i in range(len(outputs))]
-    return [(name, dtype, shape) for name, (dtype, shape) in zip(names, outputs)]
+    return [(name, dtype, shape) for name, (dtype, shape) in zip(names, outputs, strict=True)]
 
 
 def build_node_graph(op_type: str, inputs, outputs=None, /, *, layouts=None, name: str = "op", **attrs):
@@ -366,7 +366,7 @@ def build_node_graph(op_type: str, inputs, outputs=None, /, *, layouts=None, nam
         descs.append(source)
     op = builder.graph.op.add(name=name, type=op_type)
     op.input.extend(refs)
-    for index, ((desc_name, _), source) in enumerate(zip(slots, descs)):
+    for index, ((desc_name, _), source) in enumerate(zip(slots, descs, strict=True)):
         desc = op.input_desc.add()
         if source is None:  # TorchAir's get_invalid_desc(): DT_UNDEFINED, marked unfed
             desc.attr["_is_unfed_optional"].i = 1
@@ -498,7 +498,7 @@ class Npugraph:
             want_leaves = torch.utils._pytree.tree_leaves(want)
             _require(len(got_leaves) == len(want_leaves), f"{len(got_leaves)} results, expected {len(want_leaves)}")
             want = [w.to(g.dtype) if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor) else w
-                    for g, w in zip(got_leaves, want_leaves)]
+                    for g, w in zip(got_leaves, want_leaves, strict=True)]
             got = got_leaves
         assert_close(got, want, kind, scale=scale, equal_nan=equal_nan, check_dtype=not oracle_in_float32)
         for index in mutated:

@@ -215,7 +215,7 @@ def _msopgen(args) -> int:
     except OSError as exc:
         print(f"error: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    for spec, path in zip(result.sources, paths):
+    for spec, path in zip(result.sources, paths, strict=True):
         print(f"wrote {path}: {spec.ge.type} for {spec.qualname}\n"
               f"    msopgen gen -i {path} -f pytorch -c ai_core-<soc_version> -lan cpp -out ./{spec.ge.type}")
     if not result.ops and not result.errors:
@@ -393,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="op-plugin", description="Custom NPU operators from YAML into PyTorch graph mode.")
+    parser = argparse.ArgumentParser(prog="op-plugin",
+                                     description="Custom NPU operators from YAML into PyTorch graph mode.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("validate", help="check YAML op definitions without registering them")
     p.add_argument("files", nargs="+")

@@ -195,7 +195,8 @@ def _replay(gm, args, seen, label, report) -> None:
         chained[node] = _run(node, chained, gm)
         local_value = _run(node, local, gm)
         records = by_node.get(node.name, [])
-        random = isinstance(node.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags
+        random = (isinstance(node.target, torch._ops.OpOverload)
+                  and torch.Tag.nondeterministic_seeded in node.target.tags)
         for path, (ge_node, ge_types, ge_tensor) in sorted(records):
             expected = _at_path(local_value, path)
             drift_from = _at_path(chained[node], path)

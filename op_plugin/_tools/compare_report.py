@@ -92,7 +92,8 @@ class CompareReport:
                           ",".join(row.ge_types), row.dtype, _num(row.max_abs), _num(row.max_rel),
                           _num(row.chained_abs), f"{row.atol:g}/{row.rtol:g}", status))
         widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
-        text = ["  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
+        text = ["  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+                for line in lines]
         first = self.first_divergent_row
         if first is None:
             text.append(f"\nno divergence: {len(self.rows)} FX node result(s) within tolerance")
@@ -120,7 +121,8 @@ class CompareReport:
             if row.graph != label:
                 continue
             seen = worst.get(row.ge_node)
-            if seen is None or (seen.ok and not row.ok) or ((row.max_abs or 0) > (seen.max_abs or 0) and seen.ok == row.ok):
+            if (seen is None or (seen.ok and not row.ok)
+                    or ((row.max_abs or 0) > (seen.max_abs or 0) and seen.ok == row.ok)):
                 worst[row.ge_node] = row
         for ge_node, row in worst.items():
             colour = OK_FILL if row.ok else (KNOWN_FILL if row.note.startswith("known") else DIVERGENT_FILL)
@@ -130,7 +132,8 @@ class CompareReport:
                         for fill, text in ((OK_FILL, "FX node result within tolerance"),
                                            (DIVERGENT_FILL, "FX node result beyond tolerance"),
                                            (KNOWN_FILL, "beyond tolerance: known semantic difference")))
-        dot.node("__compare_legend__", f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2" CELLPADDING="3">{cells}</TABLE>>',
+        dot.node("__compare_legend__",
+                 f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2" CELLPADDING="3">{cells}</TABLE>>',
                  shape="plaintext", fontsize="9")
         return dot
 

@@ -126,7 +126,7 @@ def declared_converters() -> dict:
     with warnings.catch_warnings():  # TorchAir warns for every torch_npu op the simulator does not define
         warnings.simplefilter("ignore")
         try:
-            from torchair._ge_concrete_graph.ge_converter import custom  # registers; TorchAir imports it lazily
+            from torchair._ge_concrete_graph.ge_converter import custom  # noqa: F401  (registers; TorchAir imports it lazily)
         except Exception:  # pylint: disable=broad-except  (as TorchAir's test does: custom converters are optional)
             pass
     return _declare_supported_converters()
@@ -216,8 +216,6 @@ class CompiledRun:
 
 def run_compiled(case: DeclaredCase) -> CompiledRun:
     """Run the case through `torch.compile(backend="npugraph")` on a copy of its inputs."""
-    import op_plugin  # registers the npugraph backend
-
     from .._simulator import capture_graphs
 
     torch._dynamo.reset()

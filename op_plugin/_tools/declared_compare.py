@@ -21,13 +21,13 @@ TOLERANCES = {
 def compare(result, compiled, eager, values: bool = True) -> None:
     """Compare (output, args, kwargs) tuples leaf by leaf; values=False checks all but the values."""
     names = ("output", "args", "kwargs")
-    for name, got, want in zip(names, compiled, eager):
+    for name, got, want in zip(names, compiled, eager, strict=True):
         got_leaves, got_spec = torch.utils._pytree.tree_flatten(got)
         want_leaves, want_spec = torch.utils._pytree.tree_flatten(want)
         if got_spec != want_spec:
             result.cls, result.reason = "shape-dtype", f"{name}: structure {got_spec} != eager {want_spec}"
             return
-        for index, (g, w) in enumerate(zip(got_leaves, want_leaves)):
+        for index, (g, w) in enumerate(zip(got_leaves, want_leaves, strict=True)):
             where = f"{name} {index}"
             if isinstance(w, torch.Tensor) != isinstance(g, torch.Tensor):
                 result.cls, result.reason = "shape-dtype", f"{where}: {type(g).__name__} != eager {type(w).__name__}"

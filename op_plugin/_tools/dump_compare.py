@@ -58,7 +58,7 @@ class DumpCompareReport:
                           "-" if r.max_abs is None else f"{r.max_abs:.3g}",
                           "-" if r.max_rel is None else f"{r.max_rel:.3g}", "ok" if r.ok else f"DIVERGES {r.note}"))
         widths = [max(len(str(line[i])) for line in lines) for i in range(len(lines[0]))]
-        out = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines]
+        out = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines]
         if self.only_in_a or self.only_in_b:
             out.append(f"\nunpaired: {len(self.only_in_a)} tensor(s) only in A, {len(self.only_in_b)} only in B")
         first = self.first_divergent
@@ -94,7 +94,8 @@ def compare_dump_dirs(dir_a, dir_b) -> DumpCompareReport:
         left = torch.from_numpy(numpy.load(path_a))
         right = torch.from_numpy(numpy.load(b[key][2]))
         tol = tolerances(left.dtype)
-        row = DumpRow(op=op, op_type=op_type, io=io, index=index, step=step, dtype=str(left.dtype).replace("torch.", ""),
+        row = DumpRow(op=op, op_type=op_type, io=io, index=index, step=step,
+                      dtype=str(left.dtype).replace("torch.", ""),
                       shape=list(left.shape), max_abs=None, max_rel=None, ok=True)
         if left.shape != right.shape or left.dtype != right.dtype:
             row.ok = False

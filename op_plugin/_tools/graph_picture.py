@@ -120,7 +120,8 @@ def _label(info: NodeInfo) -> str:
 
 
 _STYLE = {
-    "custom": dict(shape="box", style="filled,bold", fillcolor=CUSTOM_FILL, color=CUSTOM_EDGE, penwidth="2", peripheries="2"),
+    "custom": dict(shape="box", style="filled,bold", fillcolor=CUSTOM_FILL, color=CUSTOM_EDGE, penwidth="2",
+                   peripheries="2"),
     "yaml": dict(shape="box", style="filled,rounded", fillcolor=YAML_FILL, color=YAML_EDGE, penwidth="1.5"),
     "builtin": dict(shape="box", style="filled,rounded", fillcolor=BUILTIN_FILL, color=BUILTIN_EDGE),
     "data": dict(shape="invhouse", style="filled", fillcolor=IO_FILL, color=IO_EDGE),
@@ -187,7 +188,8 @@ def ge_graph_dot(graph_def, *, fold_consts: bool = True, fold_shape_ops: bool = 
         notes[-1] += " folded into their consumers"
     summary = f"{len(nodes)} nodes: " + ", ".join(notes)
     dot = graphviz.Digraph(name=graph_def.name or "ge_graph")
-    dot.attr("graph", label=f"<<B>{html.escape(heading)}</B><BR/><FONT POINT-SIZE=\"10\">{html.escape(summary)}</FONT>>",
+    dot.attr("graph",
+             label=f"<<B>{html.escape(heading)}</B><BR/><FONT POINT-SIZE=\"10\">{html.escape(summary)}</FONT>>",
              labelloc="t", fontname=FONT, fontsize="14", rankdir="TB", nodesep="0.25", ranksep="0.3",
              newrank="true", bgcolor="white", pad="0.2")
     dot.attr("node", fontname=FONT, fontsize="10", margin="0.08,0.04")
@@ -230,7 +232,7 @@ def ge_graph_dot(graph_def, *, fold_consts: bool = True, fold_shape_ops: bool = 
                 source = ref.rpartition(":")[0]
                 if source in nodes and source not in folded:
                     dot.edge(source, op.name, style="dotted", color="#999999", arrowhead="empty")
-        for position, source, index in data_inputs(op):
+        for _position, source, index in data_inputs(op):
             if source not in nodes or source in folded:
                 continue
             src = nodes[source]

@@ -14,7 +14,8 @@ def ge_graph_text(graph_def) -> str:
         inputs = ", ".join(i for i in op.input if i and not i.endswith(":-1"))
         attrs = ", ".join(f"{k}={describe_attr(v)}" for k, v in sorted(op.attr.items()) if not k.startswith("_"))
         outs = ", ".join(describe_desc(d) for d in op.output_desc)
-        lines.append(f"  {op.name}: {op.type}({inputs})" + (f" {{{attrs}}}" if attrs else "") + (f" -> {outs}" if outs else ""))
+        lines.append(f"  {op.name}: {op.type}({inputs})" + (f" {{{attrs}}}" if attrs else "")
+                     + (f" -> {outs}" if outs else ""))
     return "\n".join(lines)
 
 

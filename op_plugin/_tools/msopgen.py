@@ -77,7 +77,7 @@ _STRING_BODY = r'(?:[ !#->@-\[\]-~]|\\[\\"?nrt]|\\[0-7]{3})*'
 # The C++ text msOpGen pastes for each attr type's default (list defaults are brace initialisers).
 _DEFAULT_FORMS = {
     "string": _STRING_BODY,
-    "list_int": rf"\{{\s*([-+]?\d+(\s*,\s*[-+]?\d+)*)?\s*\}}",
+    "list_int": r"\{\s*([-+]?\d+(\s*,\s*[-+]?\d+)*)?\s*\}",
     "list_float": rf"\{{\s*({_NUMBER}(\s*,\s*{_NUMBER})*)?\s*\}}",
     "list_bool": r"\{\s*((true|false)(\s*,\s*(true|false))*)?\s*\}",
     "list_type": r"\{\s*(DT_[A-Z0-9]+(\s*,\s*DT_[A-Z0-9]+)*)?\s*\}",
@@ -185,7 +185,7 @@ def op_json(spec: OpSpec, notes: list[str] | None = None) -> dict:
     output_dtypes = list(output_dtypes) + [[column[arg_of[name]] for column in columns] for name in refs]
     outputs = [{"name": name, "param_type": "required", "format": list(formats),
                 "type": [MSOPGEN_DTYPES[d] for d in dtypes]}
-               for name, dtypes in zip(list(ge.outputs) + refs, output_dtypes)]
+               for name, dtypes in zip(list(ge.outputs) + refs, output_dtypes, strict=True)]
     entry = {"op": ge.type, "input_desc": inputs, "output_desc": outputs}
     attrs = [attr_json(spec, attr, notes) for attr in ge.attrs]
     if attrs:
@@ -258,7 +258,7 @@ def dtype_columns(spec: OpSpec, notes: list[str] | None = None) -> list[dict[str
         raise MsOpGenError(f"{spec.field('dtypes')}: {count} dtype combinations ({sizes}); msOpGen gets one column "
                            f"per combination, and more than {MAX_COLUMNS} is refused: give arguments that share a "
                            "dtype the same `dtypes:` list, or fewer dtypes")
-    return [{name: dtype for dtype, (_, names) in zip(combo, axes) for name in names}
+    return [{name: dtype for dtype, (_, names) in zip(combo, axes, strict=True) for name in names}
             for combo in itertools.product(*(dtypes for dtypes, _ in axes))]
 
 

@@ -100,7 +100,8 @@ def reg_op_header(spec: OpSpec) -> str:
     lines = [_generated_from(spec) + ".", f"#ifndef {guard}", f"#define {guard}", "#include <limits>",
              '#include "graph/operator_reg.h"', "", "namespace ge {", f"REG_OP({ge.type})"]
     for ge_input in ge.inputs:
-        lines.append(f"    .{_MACRO[ge_input.kind]}({ge_input.ge_name}, TensorType({{{_types(allowed[ge_input.arg])}}}))")
+        lines.append(f"    .{_MACRO[ge_input.kind]}({ge_input.ge_name}, "
+                     f"TensorType({{{_types(allowed[ge_input.arg])}}}))")
     for index, name in enumerate(ge_outputs(spec)):
         rule = spec.outputs[index] if spec.outputs is not None and index < len(spec.outputs) else None
         if rule is not None and rule.dtype is not None:
@@ -181,7 +182,8 @@ def infer_source(spec: OpSpec, header: str) -> str:
 def _infer_body(spec: OpSpec) -> list[str]:
     ge = spec.ge
     if spec.outputs is None:
-        raise OpProtoError(f"{spec.field('outputs')}: no `outputs:` rules (its Meta function is Python), so there is no rule "
+        raise OpProtoError(f"{spec.field('outputs')}: no `outputs:` rules (its Meta function is Python), "
+                           "so there is no rule "
                            "to generate an infer function from; write that op's infer function by hand")
     input_of = {i.arg: i for i in ge.inputs}
     attr_of = {a.arg: a for a in ge.attrs if a.arg is not None}
@@ -252,7 +254,8 @@ def _infer_body(spec: OpSpec) -> list[str]:
                   f"        d_{name}.SetShape(Shape(std::vector<int64_t>{{-2}}));",
                   f"        d_{name}.SetDataType({dtype});",
                   f"        if (op.UpdateOutputDesc(\"{name}\", d_{name}) != 0) return kFailed;"]
-    lines += ["    } catch (const std::exception &) {", "        return kFailed;", "    }", "    return 0U;  // ge::GRAPH_SUCCESS"]
+    lines += ["    } catch (const std::exception &) {", "        return kFailed;", "    }",
+              "    return 0U;  // ge::GRAPH_SUCCESS"]
     return lines
 
 

@@ -45,7 +45,7 @@ def write_files(out_dir: str | Path, files: dict[str, str]) -> list[Path]:
                           "(remove it or choose another --out)", str(target))
         if not stat.S_ISREG(mode):
             raise IsADirectoryError(errno.EISDIR, "exists and is not a regular file", str(target))
-    for target, text in zip(targets, files.values()):
+    for target, text in zip(targets, files.values(), strict=True):
         _replace(target, text.encode("utf-8"))
     return targets
 

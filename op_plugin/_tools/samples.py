@@ -108,7 +108,7 @@ def assert_results_close(actual: Any, expected: Any) -> None:
     actual_leaves = torch.utils._pytree.tree_leaves(actual)
     expected_leaves = torch.utils._pytree.tree_leaves(expected)
     assert len(actual_leaves) == len(expected_leaves), (len(actual_leaves), len(expected_leaves))
-    for got, want in zip(actual_leaves, expected_leaves):
+    for got, want in zip(actual_leaves, expected_leaves, strict=True):
         if isinstance(want, torch.Tensor):
             assert isinstance(got, torch.Tensor) and got.dtype == want.dtype and got.shape == want.shape, (got, want)
             torch.testing.assert_close(got, want, **tolerances(want.dtype))

@@ -71,7 +71,7 @@ def specialised_sizes(fn: Callable, args, kwargs) -> list[str]:
 
     def call(*tensors):
         filled = list(leaves)
-        for i, t in zip(tensor_at, tensors):
+        for i, t in zip(tensor_at, tensors, strict=True):
             filled[i] = t
         a, k = torch.utils._pytree.tree_unflatten(filled, spec)
         return fn(*a, **k)
@@ -122,7 +122,8 @@ def _named_leaves(spec, args, kwargs):
     are named name[i]."""
     names = [a.name for a in spec.schema.args]
     result = []
-    for name, value in [*zip(names, args), *kwargs.items()]:
+    # strict=False: the positional args may cover only a prefix of the schema's arguments
+    for name, value in [*zip(names, args, strict=False), *kwargs.items()]:
         if isinstance(value, (list, tuple)):
             result += [(f"{name}[{i}]", v) for i, v in enumerate(value)]
         else:
@@ -188,7 +189,7 @@ def check_backward(case: SampleCase) -> str:
     got = _grads(case.op, args, kwargs)
     want = _grads(reference, ref_args, ref_kwargs)
     assert len(got) == len(want) and got, "no gradients"
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if w is None:
             assert g is None or not g.any(), f"input {i} gets a gradient the reference does not give"
             continue

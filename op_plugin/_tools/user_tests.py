@@ -120,7 +120,7 @@ def summary_table(outcomes: list[CheckOutcome]) -> str:
     cell = {(o.case, o.check): _MARK[o.status] for o in outcomes}
     rows = [["op x sample", *checks]] + [[case, *(cell.get((case, c), "") for c in checks)] for case in cases]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     counts = {s: sum(o.status == s for o in outcomes) for s in _MARK}
     lines.append(f"\n{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors, "
                  f"{counts['skip']} skipped ({len(cases)} op x sample cases)")
