@@ -152,7 +152,8 @@ def test_avg_pool_v2_nhwc_hand_built():
 @pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("dtype,code", [(I32, 3), (I64, 9)])
 @pytest.mark.parametrize("kernel,stride,padding,dilation,ceil_mode", [
-    ([2, 2], [2, 2], [0, 0], [1, 1], False), ([3, 3], [2, 2], [1, 1], [1, 1], True), ([3, 2], [1, 2], [1, 0], [2, 1], False),
+    ([2, 2], [2, 2], [0, 0], [1, 1], False), ([3, 3], [2, 2], [1, 1], [1, 1], True),
+    ([3, 2], [1, 2], [1, 0], [2, 1], False),
 ])
 def test_max_pool_with_argmax_v3_hand_built(data_format, dtype, code, kernel, stride, padding, dilation,
                                             ceil_mode):

@@ -174,7 +174,8 @@ def test_threshold_v2_without_value_replaces_with_zero():
 
 def test_nan_to_num_requires_its_attrs():
     """nan, posinf and neginf are REQUIRED_ATTRs in CANN's prototype: the node is refused when it is bound."""
-    with pytest.raises(Exception, match=r"node 'op' \(NanToNum\) has no attr 'posinf', which CANN's prototype requires"):
+    with pytest.raises(Exception,
+                       match=r"node 'op' \(NanToNum\) has no attr 'posinf', which CANN's prototype requires"):
         run_node("NanToNum", [torch.rand(3)], [(F32, [3])], nan=0.0)
 
 
@@ -217,6 +218,7 @@ def test_undeclared_dtypes_are_refused_naming_the_node(op_type, inputs):
 # ---- every attribute of these kernels changes the result --------------------------------------
 
 _X = torch.tensor([-2.0, -0.5, 0.25, 1.5, 3.0])
+_NON_FINITE = torch.tensor([math.nan, math.inf, -math.inf])
 _ATTR_CASES = [
     # (op_type, inputs, attrs at their defaults, the attr to change, another value)
     ("Log", [_X.abs() + 0.5], {}, "base", 10.0),
@@ -228,9 +230,9 @@ _ATTR_CASES = [
     ("HardSigmoid", [_X], {}, "alpha", 0.5),
     ("HardSigmoid", [_X], {}, "beta", 0.25),
     ("GLU", [torch.randn(4, 4)], {"dim": -1}, "dim", 0),
-    ("NanToNum", [torch.tensor([math.nan, math.inf, -math.inf])], {"nan": 0.0, "posinf": 1.0, "neginf": -1.0}, "nan", 5.0),
-    ("NanToNum", [torch.tensor([math.nan, math.inf, -math.inf])], {"nan": 0.0, "posinf": 1.0, "neginf": -1.0}, "posinf", 5.0),
-    ("NanToNum", [torch.tensor([math.nan, math.inf, -math.inf])], {"nan": 0.0, "posinf": 1.0, "neginf": -1.0}, "neginf", 5.0),
+    ("NanToNum", [_NON_FINITE], {"nan": 0.0, "posinf": 1.0, "neginf": -1.0}, "nan", 5.0),
+    ("NanToNum", [_NON_FINITE], {"nan": 0.0, "posinf": 1.0, "neginf": -1.0}, "posinf", 5.0),
+    ("NanToNum", [_NON_FINITE], {"nan": 0.0, "posinf": 1.0, "neginf": -1.0}, "neginf", 5.0),
     ("Swish", [_X], {}, "scale", 2.0),
     ("LeakyRelu", [_X], {}, "negative_slope", 0.1),
     ("Elu", [_X], {}, "alpha", 2.0),
@@ -246,7 +248,10 @@ _ATTR_CASES = [
                          ids=[f"{c[0]}-{c[3]}" for c in _ATTR_CASES])
 def test_each_attribute_changes_the_result(op_type, inputs, base, attr, value):
     def run(attrs):
-        shape = [4, 2] if (op_type == "GLU" and attrs.get("dim") == -1) else [2, 4] if op_type == "GLU" else list(inputs[0].shape)
+        if op_type == "GLU":
+            shape = [4, 2] if attrs.get("dim") == -1 else [2, 4]
+        else:
+            shape = list(inputs[0].shape)
         return run_node(op_type, inputs, [(F32, shape)], **attrs)[0]
 
     default, changed = run(base), run({**base, attr: value})
@@ -265,6 +270,7 @@ _A = torch.tensor([[-2.5, -0.5, 0.0], [0.5, 1.5, 2.5]])
 _B = torch.tensor([[1.5, -2.0, 0.5], [0.0, 3.0, -1.0]])
 _IA = torch.tensor([-7, -3, 0, 5, 9, 12], dtype=I32)
 _IB = torch.tensor([2, -2, 3, 3, -4, 5], dtype=I32)
+_IAB = list(zip(_IA.tolist(), _IB.tolist(), strict=True))
 _SPECIAL = torch.tensor([1.0, math.inf, -math.inf, math.nan, 0.0])
 _H = torch.linspace(-3, 3, 7, dtype=F16)
 _COND = torch.tensor([True, False])
@@ -277,10 +283,10 @@ _UNRECORDED = [
     ("BitwiseOr", [_IA, _IB], [_IA | _IB]),
     ("BitwiseXor", [_IA, _IB], [_IA ^ _IB]),
     ("DivNoNan", [_A, _B], [torch.tensor([[-2.5 / 1.5, 0.25, 0.0], [0.0, 0.5, -2.5]])]),
-    ("FloorMod", [_IA, _IB], [torch.tensor([a % b for a, b in zip(_IA.tolist(), _IB.tolist())], dtype=I32)]),
-    ("Mod", [_IA, _IB], [torch.tensor([int(math.fmod(a, b)) for a, b in zip(_IA.tolist(), _IB.tolist())], dtype=I32)]),
-    ("TruncateMod", [_IA, _IB], [torch.tensor([int(math.fmod(a, b)) for a, b in zip(_IA.tolist(), _IB.tolist())], dtype=I32)]),
-    ("TruncateDiv", [_IA, _IB], [torch.tensor([int(a / b) for a, b in zip(_IA.tolist(), _IB.tolist())], dtype=I32)]),
+    ("FloorMod", [_IA, _IB], [torch.tensor([a % b for a, b in _IAB], dtype=I32)]),
+    ("Mod", [_IA, _IB], [torch.tensor([int(math.fmod(a, b)) for a, b in _IAB], dtype=I32)]),
+    ("TruncateMod", [_IA, _IB], [torch.tensor([int(math.fmod(a, b)) for a, b in _IAB], dtype=I32)]),
+    ("TruncateDiv", [_IA, _IB], [torch.tensor([int(a / b) for a, b in _IAB], dtype=I32)]),
     ("SquaredDifference", [_A, _B], [(_A - _B) ** 2]),
     ("Greater", [_A, _B], [_A > _B]),
     ("GreaterEqual", [_A, _A.flip(1)], [_A >= _A.flip(1)]),

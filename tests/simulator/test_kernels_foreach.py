@@ -52,12 +52,15 @@ def _mixed():
 # addcdiv/addcmul.Tensor do not trace (torch's fake mode refuses the scalars tensor): see the
 # hand-built ForeachAddcdivList/ForeachAddcmulList tests.
 COMPILED = {
-    "acos_asin": (lambda a: torch._foreach_acos(a) + torch._foreach_asin(a), lambda: [[torch.rand(3) - 0.5, torch.rand(2, 2).half()]]),
-    "log_log10": (lambda a: torch._foreach_log(a) + torch._foreach_log10(a), lambda: [[torch.rand(3) + 0.1, torch.rand(()) + 1]]),
+    "acos_asin": (lambda a: torch._foreach_acos(a) + torch._foreach_asin(a),
+                  lambda: [[torch.rand(3) - 0.5, torch.rand(2, 2).half()]]),
+    "log_log10": (lambda a: torch._foreach_log(a) + torch._foreach_log10(a),
+                  lambda: [[torch.rand(3) + 0.1, torch.rand(()) + 1]]),
     "sub_list_alpha": (lambda a, b: torch._foreach_sub(a, b, alpha=0.5), lambda: [_mixed(), _mixed()]),
     "exp_mixed_dtypes_0d": (torch._foreach_exp, lambda: [_mixed()]),
     "add_list_alpha": (lambda a, b: torch._foreach_add(a, b, alpha=-2.0), lambda: [_mixed(), _mixed()]),
-    "mul_scalarlist": (lambda a: torch._foreach_mul(a, [2.0, -1.0, 0.5]), lambda: [[torch.randn(2, 3), torch.randn(4), torch.randn(())]]),
+    "mul_scalarlist": (lambda a: torch._foreach_mul(a, [2.0, -1.0, 0.5]),
+                       lambda: [[torch.randn(2, 3), torch.randn(4), torch.randn(())]]),
     "div_scalar_int": (lambda a: torch._foreach_div(a, 3), lambda: [[torch.arange(6, dtype=I32)]]),
     "maximum_nan": (lambda a, b: torch._foreach_maximum(a, b),
                     lambda: [[torch.tensor([math.nan, 1.0])], [torch.tensor([0.0, math.nan])]]),
@@ -105,7 +108,7 @@ def test_round_off_number_modes(mode, mode_dtype):
 def test_norm_orders(p):
     x = [torch.tensor([3.0, -4.0, 0.0]), torch.tensor([[1.0, -2.0], [0.0, 0.5]]).half()]
     got = run_node("ForeachNorm", {"x1": x, "scalar": torch.tensor(p)}, [(F32, []), (F16, [])])
-    for g, t in zip(got, x):
+    for g, t in zip(got, x, strict=True):
         torch.testing.assert_close(g, torch.linalg.vector_norm(t.float(), ord=p).to(t.dtype))
 
 
@@ -118,13 +121,15 @@ def test_lerp_list_with_one_weight_per_tensor():
 
 @pytest.mark.parametrize("op_type,want", [("ForeachAddcdivList", [5.0, -2.0]), ("ForeachAddcmulList", [37.0, -11.0])])
 def test_addc_list_takes_one_scalar_per_tensor(op_type, want):
-    x, x1, x2 = [torch.ones(2), torch.ones(3)], [torch.ones(2) * 6, torch.ones(3) * 6], [torch.ones(2) * 3, torch.ones(3) * 2]
+    x, x1 = [torch.ones(2), torch.ones(3)], [torch.ones(2) * 6, torch.ones(3) * 6]
+    x2 = [torch.ones(2) * 3, torch.ones(3) * 2]
     got = run_node(op_type, {"x1": x, "x2": x1, "x3": x2, "scalars": torch.tensor([2.0, -1.0])},
                    [(F32, [2]), (F32, [3])])
     torch.testing.assert_close(got, [torch.full((2,), want[0]), torch.full((3,), want[1])])
 
 
-@pytest.mark.parametrize("op_type", ["ForeachAcos", "ForeachACos", "ForeachAtan", "ForeachATan", "ForeachAsin", "ForeachASin"])
+@pytest.mark.parametrize("op_type", ["ForeachAcos", "ForeachACos", "ForeachAtan", "ForeachATan", "ForeachAsin",
+                                     "ForeachASin"])
 def test_both_spellings_of_the_inverse_trig_types_run(op_type):
     x = torch.tensor([-0.5, 0.0, 0.5])
     fn = {"acos": torch.acos, "atan": torch.atan, "asin": torch.asin}[op_type[7:].lower()]

@@ -71,7 +71,8 @@ def test_max_pool2d_backward(kernel, stride, padding, ceil_mode, dtype):
 def test_avg_pool2d_backward(kernel, stride, padding, ceil_mode, count_include_pad, divisor):
     torch.manual_seed(0)
     x = torch.randn(2, 3, 7, 8)
-    g = torch.randn(torch.nn.functional.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor).shape)
+    y = torch.nn.functional.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
+    g = torch.randn(y.shape)
 
     def fn(g, x):
         return aten.avg_pool2d_backward(g, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)

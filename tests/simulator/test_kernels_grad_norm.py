@@ -60,7 +60,9 @@ def test_layer_norm_grad(dtype, shape, normalized, affine):
     b = torch.randn(normalized) if affine else None
     _, mean, rstd = aten.native_layer_norm(x, normalized, w, b, 1e-5)
     g = torch.randn(shape)
-    cast = (lambda t: None if t is None else t.to(dtype))
+    def cast(t):
+        return None if t is None else t.to(dtype)
+
     args = (cast(g), cast(x), cast(mean), cast(rstd), cast(w), cast(b))
 
     mask = [True, affine, affine]  # what AOT asks for a LayerNorm with and without elementwise_affine
@@ -152,8 +154,7 @@ def test_batch_norm_grad_v3_hand_built(training):
     got = run_node("BatchNormGradV3", [g, x, w, rm, rv, mean, invstd],
                    [(F32, x.shape), (F32, [3]), (F32, [3])], is_training=training, epsilon=eps)
     want = aten.native_batch_norm_backward(g, x, w, rm, rv, mean, invstd, training, eps, [True, True, True])
-    for a, b in zip(got, want):
-        assert_close(a, b, "accumulated")
+    assert_close(list(got), list(want), "accumulated")
 
 
 def test_group_norm_grad_hand_built():
@@ -164,8 +165,7 @@ def test_group_norm_grad_hand_built():
     got = run_node("GroupNormGrad", [g, mean, rstd, x, w],
                    [(F32, x.shape), (F32, [6]), (F32, [6])], num_groups=2)
     want = aten.native_group_norm_backward(g, x, mean, rstd, w, 3, 6, 10, 2, [True, True, True])
-    for a, b in zip(got, want):
-        assert_close(a, b, "accumulated")
+    assert_close(list(got), list(want), "accumulated")
 
 
 # ---- losses and embedding -----------------------------------------------------------------------------

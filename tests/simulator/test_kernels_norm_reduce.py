@@ -61,7 +61,8 @@ _COMPILED = {
                               (_r(5, 4).log_softmax(1), torch.tensor([0, 3, 1, 1, 2]), torch.rand(4)), "NLLLoss"),
     "nll_weight_mean": (lambda x, t, w: aten.nll_loss_forward(x, t, w, 1, -100),
                         (_r(5, 4).log_softmax(1), torch.tensor([0, 3, 1, 1, 2]), torch.rand(4)), "NLLLoss"),
-    "cross_entropy": (lambda x, t: torch.nn.functional.cross_entropy(x, t), (_r(6, 5), torch.tensor([0, 4, 1, 2, 3, 3])),
+    "cross_entropy": (lambda x, t: torch.nn.functional.cross_entropy(x, t),
+                      (_r(6, 5), torch.tensor([0, 4, 1, 2, 3, 3])),
                       "NLLLoss"),
     # GroupNorm
     "group_norm": (lambda x, w, b: aten.native_group_norm(x, w, b, 2, 6, 12, 3, 1e-5),
@@ -280,12 +281,13 @@ def test_arg_with_value_gives_int32_indices_then_values(op_type, pick, keep_dims
     columns = x.T.tolist()
     want_values = [pick(c) for c in columns]
     assert indices.dtype == I32 and list(indices.shape) == ([1, 4] if keep_dims else [4])
-    assert indices.reshape(-1).tolist() == [c.index(v) for c, v in zip(columns, want_values)]
+    assert indices.reshape(-1).tolist() == [c.index(v) for c, v in zip(columns, want_values, strict=True)]
     assert values.reshape(-1).tolist() == want_values
 
 
 @pytest.mark.parametrize("exclusive,reverse,want", [
-    (False, False, [1, 3, 6, 10]), (True, False, [0, 1, 3, 6]), (False, True, [10, 9, 7, 4]), (True, True, [9, 7, 4, 0]),
+    (False, False, [1, 3, 6, 10]), (True, False, [0, 1, 3, 6]),
+    (False, True, [10, 9, 7, 4]), (True, True, [9, 7, 4, 0]),
 ])
 def test_cumsum_exclusive_reverse(exclusive, reverse, want):
     x = torch.tensor([[1, 2, 3, 4]], dtype=I32)

@@ -125,7 +125,8 @@ _TORCHAIR_BAG_DEFAULT = pytest.mark.xfail(strict=True, reason=(
 
 
 @pytest.mark.parametrize("mode,per_sample,include_last,padding_idx", [
-    pytest.param(0, False, False, -1, marks=_TORCHAIR_BAG_DEFAULT), (1, False, False, -1), (2, False, False, -1), (0, True, False, -1),
+    pytest.param(0, False, False, -1, marks=_TORCHAIR_BAG_DEFAULT), (1, False, False, -1), (2, False, False, -1),
+    (0, True, False, -1),
     (1, False, True, -1), (0, False, False, 2), (1, False, False, 2),
 ])
 def test_embedding_bag(mode, per_sample, include_last, padding_idx):
@@ -148,7 +149,7 @@ def test_embedding_bag_all_outputs_hand_built(mode, code):
     got = run_node("EmbeddingBag", [weight, indices, offsets, None],
                    [(F32, list(t.shape)) if i == 0 else (I64, list(t.shape)) for i, t in enumerate(want)],
                    mode=mode, scale_grad_by_freq=True)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w)
 
 

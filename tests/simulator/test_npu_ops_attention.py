@@ -92,7 +92,8 @@ MASK_CASES = {  # name -> (atten_mask(sq, skv, b, n), kwargs, keep(sq, skv))
                    lambda sq, skv: _band(sq, skv, 2, 1, 0)),
     "mode0_band_wider_mask": (lambda sq, skv, b, n: torch.zeros(sq, skv, dtype=torch.bool),
                               dict(pre_tockens=1, next_tockens=0), lambda sq, skv: _band(sq, skv, 1, 0, 0)),
-    "mode1_all": (lambda sq, skv, b, n: torch.rand(sq, skv) > 0.7, dict(sparse_mode=1, pre_tockens=0, next_tockens=0), None),
+    "mode1_all": (lambda sq, skv, b, n: torch.rand(sq, skv) > 0.7, dict(sparse_mode=1, pre_tockens=0, next_tockens=0),
+                  None),
     "mode2_left_up": (lambda sq, skv, b, n: _compressed(), dict(sparse_mode=2),
                       lambda sq, skv: _band(sq, skv, 10**6, 0, 0)),
     "mode3_right_down": (lambda sq, skv, b, n: _compressed(), dict(sparse_mode=3),
@@ -197,12 +198,14 @@ PFA_CASES = [  # layout, B, N, Nkv (0 = N), Sq, Skv, D, mask kind, kwargs
 
 def _pfa_inputs(layout, b, n, nkv, sq, skv, d, kind, dtype):
     q, k, v = _make("BNSD" if layout == "BNSD_BSND" else layout, b, n, nkv or n, sq, skv, d, dtype)
-    mask = {None: None, "bool": torch.rand(sq, skv) > 0.6, "causal_default_band": torch.zeros(sq, skv, dtype=torch.bool),
+    mask = {None: None, "bool": torch.rand(sq, skv) > 0.6,
+            "causal_default_band": torch.zeros(sq, skv, dtype=torch.bool),
             "int8_b1ss": (torch.rand(b, 1, sq, skv) > 0.6).to(torch.int8),
             "uint8_bss": (torch.rand(b, sq, skv) > 0.6).to(torch.uint8), "mode3": _compressed()}[kind]
     if kind in ("bool", "int8_b1ss", "uint8_bss"):
         mask[..., 0] = 0
-    keep = {None: None, "causal_default_band": _band(sq, skv, 2147483647, 0, 0), "mode3": _band(sq, skv, 10**6, 0, skv - sq)}.get(
+    keep = {None: None, "causal_default_band": _band(sq, skv, 2147483647, 0, 0),
+            "mode3": _band(sq, skv, 10**6, 0, skv - sq)}.get(
         kind, None if mask is None else (mask == 0).reshape(-1, 1, sq, skv) if mask.dim() == 3 else mask == 0)
     return q, k, v, mask, keep
 
@@ -246,7 +249,8 @@ IFA_CASES = [  # layout, B, N, Nkv (0 = N), Skv, D, mask kind, actual_seq_length
 def test_incre_flash_attention(ifa, dtype):
     layout, b, n, nkv, skv, d, kind, lengths = ifa
     q, k, v = _make(layout, b, n, nkv or n, 1, skv, d, dtype)
-    mask = {None: None, "bool_bs": torch.rand(b, skv) > 0.6, "uint8_b11s": (torch.rand(b, 1, 1, skv) > 0.6).to(torch.uint8)}[kind]
+    mask = {None: None, "bool_bs": torch.rand(b, skv) > 0.6,
+            "uint8_b11s": (torch.rand(b, 1, 1, skv) > 0.6).to(torch.uint8)}[kind]
     if mask is not None:
         mask[..., 0] = 0
     keep = torch.ones(b, 1, 1, skv, dtype=torch.bool) if mask is None else (mask == 0).reshape(b, 1, 1, skv)
@@ -284,7 +288,8 @@ def test_prompt_flash_attention_compiled(pfa, dtype):
 def test_incre_flash_attention_compiled(ifa, dtype):
     layout, b, n, nkv, skv, d, kind, lengths = ifa
     q, k, v = _make(layout, b, n, nkv or n, 1, skv, d, dtype)
-    mask = {None: None, "bool_bs": torch.rand(b, skv) > 0.6, "uint8_b11s": (torch.rand(b, 1, 1, skv) > 0.6).to(torch.uint8)}[kind]
+    mask = {None: None, "bool_bs": torch.rand(b, skv) > 0.6,
+            "uint8_b11s": (torch.rand(b, 1, 1, skv) > 0.6).to(torch.uint8)}[kind]
     if mask is not None:
         mask[..., 0] = 0
 
@@ -301,7 +306,8 @@ FA_GRAPH_REFUSALS = {
     "keep_prob": (dict(keep_prob=0.9), {}, "keep_prob=0.89"),
     "q_start_idx": ({}, {"q_start_idx": torch.tensor([1])}, "q_start_idx"),
     "inner_precise": (dict(inner_precise=5), {}, "inner_precise=5"),
-    "sparse_mode": (dict(sparse_mode=6), {"atten_mask": torch.ones(2048, 2048, dtype=torch.bool).triu(1)}, "sparse_mode 6"),
+    "sparse_mode": (dict(sparse_mode=6), {"atten_mask": torch.ones(2048, 2048, dtype=torch.bool).triu(1)},
+                    "sparse_mode 6"),
 }
 
 
@@ -328,7 +334,8 @@ def test_flash_attention_score_with_start_indices_zero():
     assert_close(got, _oracle(q, q, q, "BSH", 2, 2, 0.5, None)[0].to(F16), "npu_ops", equal_nan=True)
 
 
-@pytest.mark.parametrize("attrs,match", [(dict(block_size=128), "block_size=128"), (dict(inner_precise=2), "inner_precise=2")])
+@pytest.mark.parametrize("attrs,match", [(dict(block_size=128), "block_size=128"),
+                                         (dict(inner_precise=2), "inner_precise=2")])
 def test_incre_flash_attention_refuses_in_a_hand_built_graph(attrs, match):
     q, k = torch.randn(1, 1, 16).to(F16), torch.randn(1, 4, 16).to(F16)
     with pytest.raises(Exception, match=match):

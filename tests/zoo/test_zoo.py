@@ -67,7 +67,8 @@ def test_inference_dynamic(name, request, zoo):
         for batch, length in m.sizes:
             inputs = m.inputs(batch, length)
             expected, actual = _first(model(**inputs)), _first(compiled(**inputs))
-            torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0, msg=lambda s: f"{(batch, length)}: {s}")
+            torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0,
+                                       msg=lambda s, size=(batch, length): f"{size}: {s}")
             if frames_after_first is None:
                 frames_after_first = counter.frame_count
     assert counter.frame_count == frames_after_first, (
@@ -115,13 +116,14 @@ def test_training_step(name, request, zoo):
     expected = _loss(reference, inputs, labels)
     expected.backward()
     torch.testing.assert_close(loss, expected, atol=ATOL, rtol=0)
-    for (bname, b), c in zip(model.named_buffers(), reference.buffers()):
-        torch.testing.assert_close(b, c, atol=ATOL, rtol=0, msg=lambda s: f"buffer {bname}: {s}")
-    for (pname, p), q in zip(model.named_parameters(), reference.parameters()):
+    for (bname, b), c in zip(model.named_buffers(), reference.buffers(), strict=True):
+        torch.testing.assert_close(b, c, atol=ATOL, rtol=0, msg=lambda s, bname=bname: f"buffer {bname}: {s}")
+    for (pname, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
         if q.grad is None:
             assert p.grad is None or not p.grad.any(), pname
             continue
-        torch.testing.assert_close(p.grad, q.grad, atol=ATOL, rtol=0, msg=lambda s: f"grad of {pname}: {s}")
+        torch.testing.assert_close(p.grad, q.grad, atol=ATOL, rtol=0,
+                                   msg=lambda s, pname=pname: f"grad of {pname}: {s}")
 
 
 def test_length_equal_to_head_dim_does_not_recompile(zoo):

@@ -37,6 +37,6 @@ def test_decode_steps_match_eager(name, zoo, vocab):
         actual = _decode(model, torch.compile(model, backend=counter, dynamic=True), tokens)
         frames[backend] = counter.frame_count
         if backend == "npugraph":
-            for step, (a, e) in enumerate(zip(actual, expected)):
-                torch.testing.assert_close(a, e, atol=ATOL, rtol=0, msg=lambda s: f"step {step}: {s}")
+            for step, (a, e) in enumerate(zip(actual, expected, strict=True)):
+                torch.testing.assert_close(a, e, atol=ATOL, rtol=0, msg=lambda s, step=step: f"step {step}: {s}")
     assert frames["npugraph"] <= frames["aot_eager"], frames

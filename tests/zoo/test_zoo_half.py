@@ -53,4 +53,5 @@ def test_half_precision_error_is_within_eagers_own_rounding(name, dtype, request
     e_graph = (graph - reference).abs().max().item()
     bound = 2 * e_eager + torch.finfo(dtype).eps * reference.abs().max().item()
     print(f"{name} {dtype}: eager {e_eager:.3g}, npugraph {e_graph:.3g}, bound {bound:.3g}")
-    assert e_graph <= bound, f"{name} {dtype}: npugraph's error {e_graph:.3g} exceeds {bound:.3g} (eager's {e_eager:.3g})"
+    assert e_graph <= bound, (f"{name} {dtype}: npugraph's error {e_graph:.3g} exceeds {bound:.3g} "
+                              f"(eager's {e_eager:.3g})")
