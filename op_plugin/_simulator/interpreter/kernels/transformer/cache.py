@@ -18,7 +18,7 @@ from ...registry import ge_kernel, refuse
 
 
 @ge_kernel("ScatterNdUpdate")
-def scatter_nd_update(var, indices, updates, *, use_locking=False):
+def scatter_nd_update(var, indices, updates, *, use_locking):
     """var with var[indices[j]] = updates[j] for each index tuple (the last dim of indices); an index
     outside var or given twice is refused (CANN defines neither)."""
     del use_locking

@@ -67,7 +67,7 @@ _APPLY_MODES = {"half": 0, "interleave": 1, "quarter": 2}
 
 @ge_kernel("ApplyRotaryPosEmb", one_dtype=("query", "key", "cos", "sin"),
            accepts={"query": _FLOATS, "key": _FLOATS, "cos": _FLOATS, "sin": _FLOATS})
-def apply_rotary_pos_emb(query, key, cos, sin, *, layout=1, rotary_mode="half"):
+def apply_rotary_pos_emb(query, key, cos, sin, *, layout, rotary_mode):
     """CANN ApplyRotaryPosEmb (torch_npu npu_apply_rotary_pos_emb docs): query and key each
     ``x * cos + x_rotate * sin`` with x_rotate as RotaryPositionEmbedding's mode ("half",
     "interleave", "quarter"), computed in float32 and rounded to the input dtype. On an NPU the op
