@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.op-plugin-setup
 
-.PHONY: setup demo test declared-cases zoo ci clean
+.PHONY: setup demo test declared-cases distributed zoo ci clean
 
 setup: $(STAMP)
 
@@ -31,9 +31,12 @@ demo: setup
 # lint-imports: the pipeline's stages import one way (contracts in pyproject.toml, docs/design.md).
 # The zoo has its own target: it needs the `zoo` extra (transformers), which setup does not
 # install, and it compiles whole public models.
+# ruff: pyflakes, pycodestyle and bugbear (E, F, B; pyproject.toml). pytest-xdist runs the tests on
+# two workers; each test is independent of the others' order and process.
 test: setup
-	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -p no:cacheprovider --ignore=tests/zoo
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --ignore=tests/zoo
 
 # TorchAir's own declared converter cases through npugraph against eager, each in a guarded worker;
 # fails on any failing case not listed (with its reason) in the known-failures file (a few minutes).
@@ -46,8 +49,13 @@ zoo: setup
 	$(PY) -m pip install --quiet -e '.[zoo]' torch==2.13.0
 	$(PY) -m pytest -q -p no:cacheprovider tests/zoo
 
-# What CI runs (.ci/run): the README's test command, then the declared cases and the zoo.
-ci: test declared-cases zoo
+# The distributed tier: collectives in GE graphs over N gloo ranks on 127.0.0.1, each case under a
+# hard timeout (docs/distributed.md; about a minute).
+distributed: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests/distributed
+
+# What CI runs (.ci/run): the README's test command, then the declared cases, the distributed tier and the zoo.
+ci: test declared-cases distributed zoo
 
 # Benchmarks: writes docs/benchmarks.md and docs/benchmarks-lowering.png (about 10 minutes).
 .PHONY: bench

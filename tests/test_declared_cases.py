@@ -5,8 +5,9 @@ tests/data/declared_cases_known_failures.txt` (see docs/declared-cases.md).
 """
 from pathlib import Path
 
-import pytest
 import math
+
+import pytest
 
 import torch
 
