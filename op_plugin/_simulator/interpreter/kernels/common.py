@@ -65,3 +65,12 @@ def require_dtype(what: str, tensor, allowed) -> None:
     if tensor.dtype not in allowed:
         names = ", ".join(str(d).replace("torch.", "") for d in allowed)
         refuse(f"{what} has dtype {str(tensor.dtype).replace('torch.', '')}; the GE prototype takes {names}")
+
+
+def binary_kernel(name: str, fn):
+    """The kernel of a binary op whose prototype is (x1, x2) -> y with no attrs, computing fn(x1, x2)."""
+    def kernel(x1, x2):
+        return fn(x1, x2)
+
+    kernel.__name__ = kernel.__qualname__ = name
+    return kernel

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from .common import binary_kernel
 from ..registry import ge_kernel
 
 _INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32,
@@ -28,17 +29,8 @@ _BINARY = {
 }
 
 
-def _binary(name, fn):
-    """The kernel of a binary op whose prototype is (x1, x2) -> y, no attrs."""
-    def kernel(x1, x2):
-        return fn(x1, x2)
-
-    kernel.__name__ = kernel.__qualname__ = name
-    return kernel
-
-
 for _op_type, (_name, _fn) in _BINARY.items():
-    ge_kernel(_op_type, one_dtype=("x1", "x2"))(_binary(_name, _fn))
+    ge_kernel(_op_type, one_dtype=("x1", "x2"))(binary_kernel(_name, _fn))
 
 
 @ge_kernel("RightShift", one_dtype=("x", "y"), accepts={"x": _INTEGERS, "y": _INTEGERS})
