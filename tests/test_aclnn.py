@@ -96,7 +96,8 @@ def _destroys_match_creates(lines):
 def test_stub_signatures_are_the_headers(tmp_path):
     """The stub's functions have exactly the types op_api_common_base.h declares for them."""
     text = COMMON_BASE.read_text()
-    block = text[text.index("typedef struct aclOpExecutor aclOpExecutor;"):text.index("typedef int (*_aclDestroyScalarList)")]
+    start = text.index("typedef struct aclOpExecutor aclOpExecutor;")
+    block = text[start:text.index("typedef int (*_aclDestroyScalarList)")]
     names = re.findall(r"\(\*_(acl\w+)\)", block)
     assert {"aclCreateTensor", "aclCreateIntArray", "aclDestroyTensor"} <= set(names)
     checks = "\n".join(f'static_assert(std::is_same<decltype(&{n}), _{n}>::value, "{n}");' for n in names
@@ -121,11 +122,13 @@ def test_vector_add_runs_the_two_phase_api_and_destroys_every_handle(ops):
     assert calls == ["aclnnStubVectorAddGetWorkspaceSize", "aclnnStubVectorAdd"]
     creates = [line for line in lines if line.startswith("create tensor")]
     assert len(creates) == 3 and all(f"dtype={ACL_DTYPES[torch.float32]} format={ACL_FORMAT_ND}" in c for c in creates)
-    assert "workspace=set size=256 stream=0x5ea" in lines[[i for i, l in enumerate(lines) if "call aclnnStubVectorAdd " in l][0]]
+    call = [i for i, line in enumerate(lines) if "call aclnnStubVectorAdd " in line][0]
+    assert "workspace=set size=256 stream=0x5ea" in lines[call]
     assert runtime.workspaces == [256]
     _destroys_match_creates(lines)
     # handles are destroyed after the run, not before
-    assert max(i for i, l in enumerate(lines) if l.startswith("call")) < min(i for i, l in enumerate(lines) if l.startswith("destroy"))
+    assert (max(i for i, line in enumerate(lines) if line.startswith("call"))
+            < min(i for i, line in enumerate(lines) if line.startswith("destroy")))
 
 
 def test_views_pass_strides_offset_and_the_storage(ops):

@@ -18,7 +18,8 @@ from op_plugin.cli import main as cli_main
 class _Mlp(torch.nn.Module):
     def __init__(self, act):
         super().__init__()
-        self.up, self.act, self.norm, self.down = torch.nn.Linear(8, 16), act, torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
+        self.up, self.act = torch.nn.Linear(8, 16), act
+        self.norm, self.down = torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
 
     def forward(self, x):
         return self.down(self.norm(self.act(self.up(x))))
@@ -119,7 +120,8 @@ def test_data_dump_layout_and_dump_diff(tmp_path):
     CANN's layout; `op-plugin compare --dumps` finds the op a planted wrong kernel changed."""
     good = _dump(tmp_path, "good")
     files = sorted(p.relative_to(good) for p in good.rglob("*.npy"))
-    # {dump_path}/worldsize1_global_rank0/{time}/{device}/{model}/{model id}/{step}/{type}.{name}.{task}.{stream}.{ts}.{io}.{i}.npy
+    # {dump_path}/worldsize1_global_rank0/{time}/{device}/{model}/{model id}/{step}/
+    #     {type}.{name}.{task}.{stream}.{ts}.{io}.{i}.npy
     parts = [p.parts for p in files]
     assert {len(p) for p in parts} == {7}
     assert {p[0] for p in parts} == {"worldsize1_global_rank0"} and {p[2] for p in parts} == {"0"}

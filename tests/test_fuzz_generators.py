@@ -59,7 +59,8 @@ class Pools:
         self.ints = mostly(int64, st.sampled_from([2 ** 63, -(2 ** 63) - 1, 2 ** 70, -(2 ** 64)]), share)
         float32 = st.sampled_from([0.5, -0.0, 1e-300, -3.4028234663852886e38, 0.1, 1e30]) | st.floats(
             -3.4e38, 3.4e38, allow_nan=False, allow_subnormal=False)
-        self.floats = mostly(float32, st.sampled_from([1e300, 3.5e38, float("inf"), float("nan"), float("-inf")]), share)
+        self.floats = mostly(float32, st.sampled_from([1e300, 3.5e38, float("inf"), float("nan"), float("-inf")]),
+                             share)
         # the first value of a sampled_from is the one hypothesis draws most: the nastiest first
         self.text = st.sampled_from(['a"b\n??/c\\', "", "fast", "back\\", "??=", "cr\rlf", "tab\there",
                                     "caf\u00e9 \u4e2d\u6587", "*/ // \\\n#error x", "\x7f\x01", "\U0001F600",
@@ -79,7 +80,8 @@ class Pools:
                                                      self.text, st.integers(0, 9)), share)
         camel = st.sampled_from(
             ["MyOp", "MyOP", "Myop", "DataType", "Graph", "InferShapeFuncRegister", "Shape", "Add", "Tensor", "Format",
-             "GeShape", "Infer", "InferShape", "Common", "Ab" + "c" * 120]) | st.from_regex(r"\A[A-Z][A-Za-z0-9]{0,12}\Z")
+             "GeShape", "Infer", "InferShape", "Common", "Ab" + "c" * 120]) | st.from_regex(
+                 r"\A[A-Z][A-Za-z0-9]{0,12}\Z")
         reserved = st.sampled_from(["Operator", "TensorDesc", "AscendString", "OpReg", "N", "EOF", "NULL", "OpInt",
                                     "OpString", "OpPluginInfer", "GRAPH", "INPUT", "P" + "a" * 140])
         self.ge_types = mostly(camel, st.one_of(reserved, reserved, reserved, self.text), share)
@@ -90,7 +92,8 @@ class Pools:
         scalar = {
             "int": self.ints.map(str), "SymInt": self.ints.map(str), "float": self.floats.map(repr),
             "Scalar": self.floats.map(repr) | self.ints.map(str), "bool": st.sampled_from(["True", "False"]),
-            "str": self.schema_strings.map(_schema_string), "ScalarType": st.sampled_from(DTYPE_NAMES + ["float", "long"]),
+            "str": self.schema_strings.map(_schema_string),
+            "ScalarType": st.sampled_from(DTYPE_NAMES + ["float", "long"]),
             "int[]": st.lists(self.ints, max_size=3).map(lambda v: "[" + ", ".join(map(str, v)) + "]"),
             "float[]": st.lists(self.floats, max_size=3).map(lambda v: "[" + ", ".join(map(repr, v)) + "]"),
             "bool[]": st.lists(st.booleans(), max_size=3).map(lambda v: "[" + ", ".join(map(str, v)) + "]"),
@@ -274,7 +277,10 @@ def _msopgen_reg_op(op: dict) -> str:
             lines.append(f"    .REQUIRED_ATTR({attr['name']}, {api})")
             continue
         value = attr["default_value"]
-        value = ("true" if value else "false") if isinstance(value, bool) else f'"{value}"' if api == "String" else value
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif api == "String":
+            value = f'"{value}"'
         lines.append(f"    .ATTR({attr['name']}, {api}, {value})")
     lines.append(f"    .OP_END_FACTORY_REG({op['op']})")
     return "namespace ge {\nnamespace msopgen_paste {\n" + "\n".join(lines) + ";\n}\n}\n"

@@ -70,7 +70,8 @@ def test_two_ops_cannot_share_a_custom_ge_type(load):
     """
     first = load("dga", text.format(ns="dga"), lambda x: x * 3)
     _compile(lambda x: torch.ops.npu.npu_vector_add(x, x))(torch.ones(2))  # lowering installed
-    with pytest.raises(op_plugin.OpPluginError, match=r"dgb.yaml:4: .*ProbeMyScale is already the type of dga::my_scale"):
+    with pytest.raises(op_plugin.OpPluginError,
+                       match=r"dgb.yaml:4: .*ProbeMyScale is already the type of dga::my_scale"):
         load("dgb", text.format(ns="dgb"), lambda x: x * 2)
     assert "dgb::my_scale" not in _LOADED
     torch.testing.assert_close(_compile(lambda x: torch.ops.dga.my_scale(x))(torch.ones(3)), torch.full((3,), 3.0))

@@ -64,7 +64,8 @@ def test_types_that_share_a_file_name_are_refused_naming_both(tmp_path, capsys):
            f"file of GE type MyOp (npu::npu_gt_first, {path}:2)" in err
     assert f"error: {path}:10: op 'npu_gt_helper': field 'ge.type': GE type OpPluginInfer would be written to " \
            "op_plugin_infer.h" in err
-    assert f"{path}:14: op 'npu_gt_twice': field 'ge.type': GE type MyOp is already generated from npu::npu_gt_first" in err
+    assert f"{path}:14: op 'npu_gt_twice': field 'ge.type': GE type MyOp is already generated from " \
+           "npu::npu_gt_first" in err
     # the first op's prototype is the one written, the others' are not lost silently, the rest is generated
     assert "REG_OP(MyOp)" in (out / "my_op.h").read_text()
     assert "op_plugin_infer" in (out / "op_plugin_infer.h").read_text() and (out / "gt_fine.h").is_file()
@@ -105,14 +106,16 @@ def test_a_yaml_file_name_cannot_add_code_to_the_generated_files(tmp_path):
 
 # ------------------------------------------------------------------ 9, 10. defaults as C++ text
 
-ESCAPES = r'''ops:
-  - func: "npu_gt_defaults(Tensor x, str mode=\"a\\nb\r??/\\\"q\\\\\", int k=-9223372036854775808, int[] ks=[-9223372036854775808, 9223372036854775807], float tiny=1e-300) -> Tensor"
+ESCAPES = (r'''ops:
+  - func: "npu_gt_defaults(Tensor x, str mode=\"a\\nb\r??/\\\"q\\\\\", int k=-9223372036854775808, '''
+           r'''int[] ks=[-9223372036854775808, 9223372036854775807], float tiny=1e-300) -> Tensor"
     outputs: [{size: x.shape, dtype: x}]
     dtypes: [float32]
     ge:
       type: GtDefaults
-      attrs: {mode: mode, k: k, ks: ks, tiny: tiny, s: {value: "tab\there ??= caf\u00e9 \u4e2d 0\x01 end\\"}, inf: {value: .inf}, low: {value: [0.5, -.inf, .nan]}}
-'''
+      attrs: {mode: mode, k: k, ks: ks, tiny: tiny, s: {value: "tab\there ??= caf\u00e9 \u4e2d 0\x01 end\\"}, '''
+           r'''inf: {value: .inf}, low: {value: [0.5, -.inf, .nan]}}
+''')
 
 
 @needs_gpp
@@ -135,7 +138,8 @@ def test_string_int64_and_non_finite_defaults_compile_and_keep_their_values(tmp_
         program = tmp_path / f"print_{name}.cc"
         program.write_text(f"#include <cstdio>\nint main() {{ static const char s[] = {literal};\n"
                            "  std::fwrite(s, 1, sizeof(s) - 1, stdout); }\n")
-        subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", str(program), "-o", str(program.with_suffix(""))],
+        subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", str(program),
+                        "-o", str(program.with_suffix(""))],
                        check=True, capture_output=True, timeout=120)
         printed = subprocess.run([str(program.with_suffix(""))], capture_output=True, check=True, timeout=60).stdout
         assert printed == value.encode("utf-8"), name
@@ -233,7 +237,7 @@ def test_msopgen_enumerates_the_dtypes_a_scalar_type_argument_names(tmp_path, ca
     assert failed.name == "npu_gt_nonfinite"
     assert message.startswith(f"{path}:6: op 'npu_gt_nonfinite': field 'ge.attrs': attr 'limit' defaults to inf")
     cast = ops["GtCast"]
-    columns = {(x, y) for x, y in zip(cast["input_desc"][0]["type"], cast["output_desc"][0]["type"])}
+    columns = {(x, y) for x, y in zip(cast["input_desc"][0]["type"], cast["output_desc"][0]["type"], strict=True)}
     # every source dtype (`dtypes:`) with every destination the YAML bounds: `dtypes:` and the default
     assert columns == {(x, y) for x in ("float16", "float", "int32") for y in ("float16", "float", "int8", "int32")}
     check_msopgen_json(result.ops)
@@ -251,7 +255,7 @@ def test_msopgen_bounds_the_dtype_combinations(tmp_path):
     pairs = [["float16", "float32"], ["int8", "int16"], ["int32", "int64"], ["uint8", "bool"], ["float32", "int32"],
              ["float16", "int8"], ["bfloat16", "int16"], ["float64", "int64"], ["float16", "uint8"],
              ["bfloat16", "bool"], ["float64", "int8"]]
-    dtypes = ", ".join(f"{n}: [{', '.join(p)}]" for n, p in zip(names, pairs))
+    dtypes = ", ".join(f"{n}: [{', '.join(p)}]" for n, p in zip(names, pairs, strict=True))
     text = (f"ops:\n  - func: npu_gt_wide({', '.join(f'Tensor {n}' for n in names)}) -> Tensor\n"
             f"    outputs: [{{size: t0.shape, dtype: t0}}]\n    dtypes: {{{dtypes}}}\n    ge: {{type: GtWide}}\n")
     path = _yaml(tmp_path, text)
@@ -279,7 +283,8 @@ _EVERY_KIND = """  - func: {name}(Tensor x, Tensor? o, Tensor[] d, int r, str s=
     outputs: [{{size: x.shape, dtype: t}}]
     ge: {{type: "{ge_type}"}}
 """
-_AFTER = """  - func: npu_gt_after(Tensor x, Tensor? o, Tensor[] d, int r, int a=1, str s="s", int[] l=[1], float f=1.0, bool b=True, ScalarType t=int8, float[] lf=[1.0], bool[] lb=[True]) -> Tensor
+_AFTER = """  - func: npu_gt_after(Tensor x, Tensor? o, Tensor[] d, int r, int a=1, str s="s", int[] l=[1], \
+float f=1.0, bool b=True, ScalarType t=int8, float[] lf=[1.0], bool[] lb=[True]) -> Tensor
     outputs: [{size: "[*x.shape, a, len(d), r]", dtype: t}]
     ge: {type: GtAfterEveryCandidate}
 """

@@ -13,7 +13,8 @@ from op_plugin._tools.msopgen import op_json
 
 YAML = """\
 ops:
-  - func: npu_user_cache_write_(Tensor(a!) value_cache, Tensor(b!) key_cache, Tensor value, Tensor key, Tensor slots) -> ()
+  - func: npu_user_cache_write_(Tensor(a!) value_cache, Tensor(b!) key_cache, Tensor value, Tensor key, \
+Tensor slots) -> ()
     dtypes: {key_cache: [float32, float16], value_cache: [float32, float16], key: [float32, float16],
              value: [float32, float16], slots: [int64]}
     ge: {type: NpuUserCacheWrite}

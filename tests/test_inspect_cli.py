@@ -131,7 +131,8 @@ def test_demo_picture_marks_custom_yaml_io_and_folds_consts(demo_graph):
 
     dot = ge_graph_dot(demo_graph)
     (softmax,) = _node_lines(dot, "NpuCustomScaledSoftmax")
-    assert CUSTOM_FILL in softmax and "peripheries=2" in softmax and "custom GE op from npu.npu_custom_scaled_softmax" in softmax
+    assert CUSTOM_FILL in softmax and "peripheries=2" in softmax
+    assert "custom GE op from npu.npu_custom_scaled_softmax" in softmax
     assert "float32[" in softmax and "causal=True" in softmax
     (rms,) = _node_lines(dot, "RmsNorm")
     assert YAML_FILL in rms and "from npu.npu_custom_rms_norm" in rms and "rstd: float32[s" in rms

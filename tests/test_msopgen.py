@@ -84,7 +84,8 @@ def test_kv_cache_update_crosses_independent_dtype_sets():
 
 USER_YAML = """\
 ops:
-  - func: npu_msop_mix(Tensor x, Tensor[] parts, Tensor? bias, int[] axes, float alpha=0.5, *, bool flag=True) -> (Tensor, Tensor)
+  - func: npu_msop_mix(Tensor x, Tensor[] parts, Tensor? bias, int[] axes, float alpha=0.5, *, \
+bool flag=True) -> (Tensor, Tensor)
     outputs:
       - {size: x.shape, dtype: x}
       - {size: x.shape, dtype: int64}
@@ -130,7 +131,8 @@ def test_missing_dtypes_rule_uses_samples_and_says_so(tmp_path):
 
 def test_checker_rejects_misaligned_lists():
     op = {"op": "Bad", "input_desc": [{"name": "x", "param_type": "required", "format": ["ND"], "type": ["float16"]}],
-          "output_desc": [{"name": "y", "param_type": "required", "format": ["ND", "ND"], "type": ["float16", "float"]}]}
+          "output_desc": [{"name": "y", "param_type": "required", "format": ["ND", "ND"],
+                           "type": ["float16", "float"]}]}
     with pytest.raises(ValueError, match="dtype combinations"):
         check_msopgen_json([op])
     op["output_desc"][0].update(format=["ND"], type=["float16"], param_type="sometimes")

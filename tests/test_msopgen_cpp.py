@@ -37,7 +37,8 @@ _ATTR_API = {"int": "Int", "float": "Float", "string": "String", "bool": "Bool",
 
 USER_YAML = """\
 ops:
-  - func: npu_msop_cast(Tensor x, ScalarType dtype=int8, int[] perm=[1, 0], float[] scales=[0.5, 2.0], bool[] keep=[True, False], int[] empty=[], float eps=1e-05, str mode="fast", bool flag=False) -> Tensor
+  - func: npu_msop_cast(Tensor x, ScalarType dtype=int8, int[] perm=[1, 0], float[] scales=[0.5, 2.0], \
+bool[] keep=[True, False], int[] empty=[], float eps=1e-05, str mode="fast", bool flag=False) -> Tensor
     outputs: [{size: x.shape, dtype: x}]
     dtypes: {x: [float16, float32]}
     ge:
@@ -187,4 +188,5 @@ def test_torch_dtype_table_covers_every_yaml_dtype():
     from op_plugin._spec.dtypes import DTYPES, schema_default_dtype
 
     assert set(DTYPES.values()) <= set(TORCH_TO_GE_NAME)
-    assert schema_default_dtype(torch._C.parse_schema("f(ScalarType d=int8) -> ()").arguments[0].default_value) is torch.int8
+    default = torch._C.parse_schema("f(ScalarType d=int8) -> ()").arguments[0].default_value
+    assert schema_default_dtype(default) is torch.int8

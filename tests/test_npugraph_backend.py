@@ -136,7 +136,7 @@ def test_aclgraph_mode_runs_the_reference_kernels():
                       options={"mode": "aclgraph"}, fullgraph=True)
     with pytest.warns(UserWarning, match="aclgraph' on a CPU host runs the AOT graph with the reference kernels"):
         results = f(x, g)
-    for got, want in zip(results, torch.ops.npu.npu_custom_rms_norm(x, g)):
+    for got, want in zip(results, torch.ops.npu.npu_custom_rms_norm(x, g), strict=True):
         torch.testing.assert_close(got, want)
 
 

@@ -65,7 +65,8 @@ def test_prototype_matches_the_ir_the_converter_emits(generated):
     out, _ = generated
     header = (out / "npu_opp_stack_to.h").read_text()
     assert ".DYNAMIC_INPUT(xs, TensorType({DT_FLOAT}))" in header
-    assert ".OUTPUT(y, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT, DT_DOUBLE, DT_INT8, DT_INT16, DT_INT32, DT_INT64, DT_UINT8, DT_BOOL}))" in header  # dst can name any
+    assert (".OUTPUT(y, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT, DT_DOUBLE, DT_INT8, DT_INT16, DT_INT32, DT_INT64, "
+            "DT_UINT8, DT_BOOL}))") in header  # dst can name any
     assert ".OUTPUT(info, TensorType({DT_INT64}))" in header
     assert ".REQUIRED_ATTR(dst, Type)" in header and ".REQUIRED_ATTR(N, Int)" in header
     fill = (out / "npu_opp_fill.h").read_text()  # `-> ()`: the mutated inputs are ref outputs, in argument order
@@ -78,7 +79,8 @@ def driver(generated):
     `dyn`, `int`, `ints`, `dtype` lines, then `run`; prints the outputs the function set."""
     out, result = generated
     includes = "".join(f'#include "{path.name}"\n' for path in sorted(out.glob("*.cc")) if path.name != "all_protos.cc")
-    dispatch = "".join(f'  if (type == "{t}") return op_plugin_infer::Infer{t}<standin::Operator, standin::Shape>(op);\n'
+    dispatch = "".join(f'  if (type == "{t}") '
+                       f'return op_plugin_infer::Infer{t}<standin::Operator, standin::Shape>(op);\n'
                        for _, t in result.generated)
     source = out / "driver.cpp"
     source.write_text(f"""#include <iostream>
@@ -175,7 +177,7 @@ def _meta(case, args, kwargs):
     names = ge_outputs(spec)
     tensors = returned[: len(spec.ge.outputs)] + [bound[next(i.arg for i in spec.ge.inputs if i.ge_name == n)]
                                                   for n in names[len(spec.ge.outputs):]]
-    return [(n, t.dtype, list(t.shape)) for n, t in zip(names, tensors)]
+    return [(n, t.dtype, list(t.shape)) for n, t in zip(names, tensors, strict=True)]
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +201,7 @@ def test_infer_functions_agree_with_the_meta_functions(driver, user_ops):
             batches.append(_commands(case.spec, args, kwargs))
             expected.append(_meta(case, args, kwargs))
     assert len(cases) >= 40
-    for (case_id, dims), want, (status, got) in zip(cases, expected, _run(driver, batches)):
+    for (case_id, dims), want, (status, got) in zip(cases, expected, _run(driver, batches), strict=True):
         assert status == 0, (case_id, dims)
         assert got == [(n, d, s) for n, d, s in want], (case_id, dims)
 
@@ -210,7 +212,6 @@ def test_unknown_dims_stay_unknown_and_unknown_rank_says_so(driver, user_ops):
     unknown_first = _commands(case.spec, args, kwargs, dims_of=lambda t: [-1, *t.shape[1:]])
     unknown_rank = _commands(case.spec, args, kwargs, dims_of=lambda t: [-2])
     (status, got), (status_rank, got_rank) = _run(driver, [unknown_first, unknown_rank])
-    n, pad = kwargs.get("n", args[1] if len(args) > 1 else None), None
     assert status == 0 and got[0][2][0] == -1 and got[0][2][1:] == list(args[0].shape[1:]) + [3, 3]
     assert status_rank == 0 and got_rank == [("y", torch.float32, [-2])]
 

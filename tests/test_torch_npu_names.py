@@ -19,7 +19,8 @@ def torch_npu_names() -> set[str]:
     names = {entry["func"].split("(")[0].split(".")[0] for entry in codegen["custom"]}
     names |= set(re.findall(r'_add_torch_npu_docstr\(\s*"(\w+)"', (root / "_op_plugin_docs.py").read_text()))
     for library in root.glob("lib/*.so"):
-        names |= {m.decode() for m in re.findall(rb"\b(npu_\w+)(?:\.\w+)?\((?:Tensor|int|SymInt)", library.read_bytes())}
+        found = re.findall(rb"\b(npu_\w+)(?:\.\w+)?\((?:Tensor|int|SymInt)", library.read_bytes())
+        names |= {m.decode() for m in found}
     return names
 
 

@@ -203,7 +203,7 @@ def test_attention_inside_activation_checkpointing_matches_eager_with_gradients(
     expected = model(x)
     expected.sum().backward()
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
-    for got, want in zip(grads, [x.grad] + [p.grad for p in model.parameters()]):
+    for got, want in zip(grads, [x.grad] + [p.grad for p in model.parameters()], strict=True):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
@@ -224,5 +224,5 @@ def test_transformers_decoder_with_gradient_checkpointing_matches_eager():
     expected = model(input_ids=ids, labels=ids).loss
     expected.backward()
     torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
-    for got, p in zip(grads, model.parameters()):
+    for got, p in zip(grads, model.parameters(), strict=True):
         torch.testing.assert_close(got, p.grad, atol=1e-5, rtol=1e-5)

@@ -184,7 +184,8 @@ def test_dtype_rule_error_names_op_argument_and_accepted_dtypes(user_yaml):
     op_plugin.reference("npu_user_layer_scale")(_layer_scale)
     with pytest.raises(op_plugin.OpPluginError) as err:
         torch.ops.npu.npu_user_layer_scale(torch.ones(2, 16, dtype=torch.float64), torch.ones(16))
-    assert "npu::npu_user_layer_scale: argument 'x' has dtype float64; accepted: bfloat16, float16, float32" in str(err.value)
+    assert ("npu::npu_user_layer_scale: argument 'x' has dtype float64; accepted: bfloat16, float16, float32"
+            in str(err.value))
     # the same check runs in the Meta function, so a compiled call fails at trace time too
     f = torch.compile(lambda x, g: torch.ops.npu.npu_user_layer_scale(x, g), backend="aot_eager", fullgraph=True)
     with pytest.raises(Exception, match="accepted: bfloat16, float16, float32"):

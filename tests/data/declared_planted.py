@@ -11,7 +11,7 @@ from op_plugin._simulator.interpreter import registry
 from op_plugin._tools.declared_cases import plant_case
 
 load_torchair()
-from torchair._ge_concrete_graph.supported_declaration import F32  # importable only after load_torchair
+from torchair._ge_concrete_graph.supported_declaration import F32  # noqa: E402  importable only after load_torchair
 
 if os.environ.get("OP_PLUGIN_DECLARED_CASES_WORKER"):  # never in the process that only lists the cases
     registry._kernels.pop("Mul", None)  # pylint: disable=protected-access  (a planted missing kernel)

@@ -81,7 +81,7 @@ if __name__ == "__rank_worker__":
 
 # ---- the parent (pytest) side -----------------------------------------------------------------------
 
-import pytest  # here, not at the top: the rank processes do not need it
+import pytest  # noqa: E402  here, not at the top: the rank processes do not need it
 
 
 def _free_port() -> int:

@@ -44,7 +44,8 @@ def test_nodes_run_in_topological_order_not_list_order(graph_builder):
     torch.testing.assert_close(execute_graph(graph, [inp])[0], -torch.exp(inp))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.bool, torch.int8, torch.uint8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.bool,
+                                   torch.int8, torch.uint8])
 def test_const_values_decode_with_the_protobuf_dtype_numbering(graph_builder, dtype):
     value = (torch.arange(6) % 3).to(dtype).reshape(2, 3)
     g = graph_builder()
@@ -95,7 +96,8 @@ def test_a_kernel_returning_the_wrong_dtype_is_caught(graph_builder):
     graph = _relu_graph(graph_builder)
     handle = register_ge_kernel("Relu", lambda x: torch.relu(x).double(), replace=True)
     try:
-        with pytest.raises(GeExecutionError, match=r"'relu' \(Relu\) output 0: dtype mismatch, expected torch.float32, got torch.float64"):
+        message = r"'relu' \(Relu\) output 0: dtype mismatch, expected torch.float32, got torch.float64"
+        with pytest.raises(GeExecutionError, match=message):
             execute_graph(graph, [torch.randn(2, 3)])
     finally:
         handle.destroy()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from op_plugin._simulator.interpreter.executor import plan as plan_module
-from op_plugin._simulator.interpreter.registry import register_ge_kernel, lookup_kernel
+from op_plugin._simulator.interpreter.registry import register_ge_kernel
 
 F32, I64 = torch.float32, torch.int64
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,8 +47,8 @@ def test_the_fast_path_is_bit_identical_to_checking_every_call(name, dynamic, mo
         compiled = torch.compile(model, backend="npugraph", fullgraph=True, dynamic=dynamic)
         with torch.no_grad():
             results[mode] = [compiled(*[t.clone() for t in inputs]) for inputs in calls]
-    for every, fast in zip(results["every_call"], results["per_signature"]):
-        for a, b in zip(*(r if isinstance(r, tuple) else (r,) for r in (every, fast))):
+    for every, fast in zip(results["every_call"], results["per_signature"], strict=True):
+        for a, b in zip(*(r if isinstance(r, tuple) else (r,) for r in (every, fast)), strict=True):
             assert torch.equal(a, b)
 
 
@@ -74,7 +74,6 @@ def _with_fx(plan):
 def test_a_wrong_kernel_is_caught_on_the_first_call_of_each_new_signature(graph_builder):
     plan = _with_fx(plan_module.compile_graph(_shape_graph(graph_builder)))
     assert plan._verified is not None and any(step.folded for step in plan.steps)
-    original = lookup_kernel("Mul")
     calls = []
 
     def wrong_for_4_rows(x1, x2):

@@ -101,7 +101,8 @@ def test_wrong_version_is_not_complete(tmp_path):
 
 def test_pip_command_is_pinned_and_targets_the_folder(tmp_path, monkeypatch):
     recorded = []
-    monkeypatch.setattr(subprocess, "run", lambda cmd, check: recorded.append(cmd) or subprocess.CompletedProcess(cmd, 0))
+    monkeypatch.setattr(subprocess, "run",
+                        lambda cmd, check: recorded.append(cmd) or subprocess.CompletedProcess(cmd, 0))
     _install._pip_unpack(tmp_path)
     command = recorded[0]
     assert command[:4] == [sys.executable, "-m", "pip", "install"]

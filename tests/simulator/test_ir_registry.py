@@ -56,7 +56,8 @@ def test_custom_op_through_torchair_custom_op_and_the_executor(torchair):
 
     @torchair.register_fx_node_ge_converter(torch.ops.opsim_test.scale_add.default)
     def _convert(x, y, alpha, meta_outputs=None):
-        return ge.custom_op("ScaleAddForTest", inputs={"x": x, "y": y}, outputs=["z"], attrs={"alpha": ge.attr.Float(alpha)})
+        return ge.custom_op("ScaleAddForTest", inputs={"x": x, "y": y}, outputs=["z"],
+                            attrs={"alpha": ge.attr.Float(alpha)})
 
     def fn(a, b):
         return torch.ops.opsim_test.scale_add(torch.relu(a), b, 0.5)

@@ -36,7 +36,8 @@ def test_after_an_npugraph_compile_torch_keeps_its_own_decompositions_and_meta_k
                 assert decomposition_table.get(op) is npu_meta_table[op], op
 
         # The public table traces dropout with torch's own decomposition: a real mask, real values.
-        gm = make_fx(lambda x: aten.native_dropout(x, 0.5, True), decomposition_table=decomposition_table)(torch.ones(64))
+        gm = make_fx(lambda x: aten.native_dropout(x, 0.5, True),
+                     decomposition_table=decomposition_table)(torch.ones(64))
         out, mask = gm(torch.ones(64))
         assert set(out.unique().tolist()) <= {0.0, 2.0} and torch.equal(out != 0, mask)
         print("ok")
@@ -70,6 +71,6 @@ def test_a_compiled_training_step_does_not_trace_torchair_or_the_executor():
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("npugraph")
     got = grads(torch.compile(step, backend=counter))
-    for g, e in zip(got, expected):
+    for g, e in zip(got, expected, strict=True):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
     assert counter.frame_count <= 2, counter.frame_count   # the step (and its resume); never TorchAir's frames

@@ -2,7 +2,6 @@
 dump_config on the simulator (GE options are process-wide). argv: dump_path [bad: a planted wrong Relu]"""
 import sys
 import torch
-import op_plugin
 from op_plugin import _simulator
 
 torchair = _simulator.load_torchair()
@@ -19,4 +18,5 @@ def fn(x, w):
 compiled = torch.compile(fn, backend=backend)
 x, w = torch.randn(4, 8), torch.randn(8, 3)
 with torch.no_grad():
-    compiled(x, w); compiled(x, w)
+    compiled(x, w)
+    compiled(x, w)

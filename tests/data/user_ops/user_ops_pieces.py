@@ -1,6 +1,4 @@
 """Python pieces for tests/data/user_ops/user_ops.yaml (imported by `op-plugin test --python`)."""
-import torch
-
 import op_plugin
 
 
