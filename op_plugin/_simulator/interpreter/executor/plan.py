@@ -226,6 +226,10 @@ class GraphPlan:
         input's shape and dtype; a reshaping Assign reaches only the graph's readers)."""
         data_index = {step.op.name: step.attrs.get("index") for step in self.steps
                       if step.op.type in ("Data", "RefData")}
+        # A write the graph also returns is a functional op lowered onto a ref op (as_strided_scatter
+        # as ViewCopy on its input): its result reaches the caller as an output and eager leaves the
+        # input alone, so the caller's tensor is not written.
+        returned = {(ref.node, ref.index) for ref in self._output_step.inputs if ref is not None}
         for step in self._kernel_steps:
             if not is_ref_op(step.op):
                 continue
@@ -235,7 +239,8 @@ class GraphPlan:
                 if desc.name and desc.name in names:
                     position = names.index(desc.name)
                     ref = step.inputs[position] if position < len(step.inputs) else None
-                    if ref is not None and ref.index == 0 and ref.node in data_index:
+                    if ref is not None and ref.index == 0 and ref.node in data_index \
+                            and (step.op.name, out_index) not in returned:
                         writes.append((out_index, data_index[ref.node]))
             step.writes_inputs = tuple(writes)
 
