@@ -47,7 +47,7 @@ declared-cases: setup
 # extra; torch stays pinned so the model library cannot pull another build.
 zoo: setup
 	$(PY) -m pip install --quiet -e '.[zoo]' torch==2.13.0
-	$(PY) -m pytest -q -p no:cacheprovider tests/zoo
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 tests/zoo
 
 # The distributed tier: collectives in GE graphs over N gloo ranks on 127.0.0.1, each case under a
 # hard timeout (docs/distributed.md; about a minute).
