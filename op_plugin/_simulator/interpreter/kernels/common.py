@@ -10,6 +10,7 @@ import contextvars
 import torch
 
 from ...._base.numerics import opmath  # noqa: F401  (re-exported: every kernel module widens 16-bit floats alike)
+from ...._ge.values import ge_dtype_to_torch
 from ..errors import refuse
 
 
@@ -74,3 +75,12 @@ def binary_kernel(name: str, fn):
 
     kernel.__name__ = kernel.__qualname__ = name
     return kernel
+
+
+def attr_dtype(what: str, number) -> torch.dtype:
+    """A dtype attr (a GE-enum number, `Cast.dst_type`, `Tout`, `dtype`) as a torch dtype; a number
+    with no torch dtype is refused, naming the attr."""
+    try:
+        return ge_dtype_to_torch(number, where=f"{what}: ")
+    except ValueError as error:
+        refuse(str(error))

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from ...._ge.values import ge_dtype_to_torch
 from ..registry import ge_kernel, refuse
-from .common import fresh
+from .common import attr_dtype, fresh
 
 _COMPLEX = (torch.complex64, torch.complex128)
 _REAL = (torch.float32, torch.float64)
@@ -23,10 +22,7 @@ _REAL = (torch.float32, torch.float64)
 def _tout(tout, allowed):
     """The dtype the Tout attr names (CANN's REG_OP default: DT_FLOAT for Real/Imag, DT_COMPLEX64
     for Complex), refused unless it is one of `allowed`."""
-    try:
-        dtype = ge_dtype_to_torch(tout, where="Tout: ")
-    except ValueError as error:
-        refuse(str(error))
+    dtype = attr_dtype("Tout", tout)
     if dtype not in allowed:
         refuse(f"Tout {dtype} is not one of {', '.join(map(str, allowed))}")
     return dtype

@@ -18,9 +18,8 @@ import math
 
 import torch
 
-from ...._ge.values import ge_dtype_to_torch
 from ..registry import ge_kernel, refuse
-from .common import opmath, require_dtype
+from .common import attr_dtype, opmath, require_dtype
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _COMPLEX = (torch.complex64, torch.complex128)
@@ -150,8 +149,4 @@ def nan_to_num(x, *, nan, posinf, neginf):
 
 @ge_kernel("Cast")
 def cast(x, *, dst_type):
-    try:
-        dtype = ge_dtype_to_torch(dst_type, where="dst_type: ")
-    except ValueError as error:
-        refuse(str(error))
-    return x.to(dtype)
+    return x.to(attr_dtype("dst_type", dst_type))

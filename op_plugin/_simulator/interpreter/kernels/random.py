@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from ...._ge.values import ge_dtype_to_torch
 from ..registry import ge_kernel, refuse
-from .common import int_list
+from .common import attr_dtype, int_list
 
 _MASK64 = (1 << 64) - 1
 
@@ -56,10 +55,7 @@ def _scalar(what, tensor):
 
 def _out_dtype(dtype, allowed):
     """The `dtype` attr (a GE-enum number) as a torch dtype the prototype's output takes."""
-    try:
-        out = ge_dtype_to_torch(dtype, where="dtype: ")
-    except ValueError as error:
-        refuse(str(error))
+    out = attr_dtype("dtype", dtype)
     if out not in allowed:
         refuse(f"dtype {out} is not in the prototype's output types")
     return out
