@@ -1,8 +1,16 @@
+import os
+
+# torch turns a custom op that aliases its inputs into an error when the CI variable is set (a warning
+# otherwise); every run of these tests, and the rank processes they start, checks as CI does.
+os.environ["TORCHINDUCTOR_ERROR_ON_CUSTOM_OP_ALIASING"] = "1"
+
 import pytest
 import torch
 
 import op_plugin  # noqa: F401  (registers the shipped ops)
 from op_plugin.testing import sample_cases
+
+torch._functorch.config.error_on_custom_op_aliasing = True
 
 SHIPPED_CASES = sample_cases()
 

@@ -22,7 +22,9 @@ pays for it; one with it loads TorchAir at its first trace (as an Ascend host do
   them for PrivateUse1 only, as plain torch.distributed calls, so once its remaps are in place on a
   CPU host, `aot_eager` (and npugraph's mode 'aclgraph', which runs it on a CPU host) would
   otherwise fail on `dist.broadcast` with "Could not run 'npu_define::broadcast' with arguments
-  from the 'CPU' backend";
+  from the 'CPU' backend". Where TorchAir's kernel returns its input (broadcast, recv), the CPU
+  kernel returns a copy: a functional custom op may not alias its inputs, and AOT autograd raises on
+  it where `error_on_custom_op_aliasing` is on (torch's default when the CI variable is set);
 * its backend's send/recv pass (`npu_fx_compiler._process_send_recv`) reads the CANN version from
   `torch_npu.npu.utils` unguarded, which fails on a CPU host with "No module named 'torch_npu'"; the
   simulator's copy of the pass answers that version "supported" (the simulator runs HcomSend and
@@ -31,6 +33,7 @@ pays for it; one with it loads TorchAir at its first trace (as an Ascend host do
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import torch
@@ -131,4 +134,17 @@ def _install_cpu_kernels() -> None:
                 continue  # defined by someone else first (TorchAir then skips its own definition)
             if torch._C._dispatch_has_kernel_for_dispatch_key(op.default.name(), "CPU"):  # pylint: disable=protected-access
                 continue
-            library.impl(op_name, kernel, "CPU")
+            library.impl(op_name, _without_input_aliases(kernel), "CPU")
+
+
+def _without_input_aliases(kernel):
+    """`kernel` with an output that shares storage with a tensor argument returned as a copy."""
+    @functools.wraps(kernel)
+    def run(*args, **kwargs):
+        result = kernel(*args, **kwargs)
+        if not isinstance(result, torch.Tensor):
+            return result
+        storages = {a.untyped_storage().data_ptr() for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)}
+        return result.clone() if result.untyped_storage().data_ptr() in storages else result
+
+    return run
