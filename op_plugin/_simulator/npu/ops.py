@@ -40,26 +40,19 @@ import torch
 
 from ..._base.handles import RegistrationHandle
 from . import attention as npu_ops_attention, reference as npu_ops_reference, wheel_meta as npu_ops_wheel
+from . import backward as npu_ops_backward, cache as npu_ops_cache, dense as npu_ops_dense, moe as npu_ops_moe
+from . import quant as npu_ops_quant
 from ..._base import wheel as install  # where the unpacked wheel is, and whether it is complete
 
 NAMESPACE = "npu"
 
-# torch_npu ops with CPU reference kernels and GE kernels, tested end to end (every other op of the
-# wheel's list is defined too, by schema and Meta); the kernels are in CPU_KERNELS.
-COVERED = (
-    "npu_rms_norm",
-    "npu_add_rms_norm",
-    "npu_rotary_mul",
-    "npu_swiglu",
-    "npu_fusion_attention",
-    "npu_prompt_flash_attention",
-    "npu_incre_flash_attention",
-    "npu_apply_rotary_pos_emb",
-    "npu_interleave_rope",
-    "npu_scatter_nd_update",
-    "npu_scatter_nd_update_",
-)
-CPU_KERNELS = {**npu_ops_reference.KERNELS, **npu_ops_attention.KERNELS}
+# CPU reference kernels of torch_npu ops, one module per op family, each with a KERNELS dict
+# (op name -> kernel); every other op of the wheel's list is defined too, by schema and Meta.
+_KERNEL_MODULES = (npu_ops_reference, npu_ops_attention, npu_ops_cache, npu_ops_dense, npu_ops_moe, npu_ops_quant,
+                   npu_ops_backward)
+CPU_KERNELS = {name: kernel for module in _KERNEL_MODULES for name, kernel in module.KERNELS.items()}
+# The ops with CPU reference kernels and GE kernels, tested end to end.
+COVERED = tuple(CPU_KERNELS)
 
 _lock = threading.Lock()
 _handle: RegistrationHandle | None = None
