@@ -1,4 +1,299 @@
-"""CPU reference kernels of torch_npu's quantisation ops: dynamic quant, quantize, quant matmul."""
+"""CPU reference kernels of torch_npu's quantisation ops: dynamic quant, quantize, quant matmul,
+weight-quant matmul (see docs/torch-npu-ops.md, "Quantisation", for every rounding/saturation choice).
+
+Semantics from torch_npu's ``_op_plugin_docs.py`` and hicann ops-nn (``quant/dynamic_quant*``,
+``quant/ascend_quant_v2``, ``quant/quantize``, ``matmul/quant_batch_matmul_v3``,
+``matmul/weight_quant_batch_matmul_v2`` READMEs and kernels). Everything is computed in float32 as
+the vector units do; integer matmuls accumulate in int32 (int64 here, exact for the sizes CANN takes).
+
+* Rounding to integers is round-half-to-even (``torch.round``): the A2/A3 kernels of DynamicQuant,
+  AscendQuantV2 ("round") and Quantize cast float32 to int32 with ``RoundMode::CAST_RINT``.
+* int8 outputs saturate to [-128, 127] (uint8 to [0, 255], int32 to its range).
+* int4 packed into int32 (``torch.quint4x2``), fp8, hifloat8 and MX outputs are refused: the
+  simulator does not emulate int4 packing or those formats.
+"""
 from __future__ import annotations
 
-KERNELS: dict = {}
+import torch
+
+_FLOAT16S = (torch.float16, torch.bfloat16)
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+# torch's ScalarType numbers (what an `int dtype` argument carries) for the dtypes these ops name.
+_SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 3: torch.int32, 5: torch.float16, 6: torch.float32,
+                 12: torch.qint8, 13: torch.quint8, 14: torch.qint32, 15: torch.bfloat16, 16: torch.quint4x2,
+                 23: torch.float8_e5m2, 24: torch.float8_e4m3fn}
+# torch_npu's own dtype numbers (ints on a CPU host; docs/torch-npu-ops.md).
+_NPU_DTYPES = {285: "int4", 290: "hifloat8", 291: "float8_e5m2", 292: "float8_e4m3fn", 296: "float4_e2m1fn_x2",
+               297: "float4_e1m2fn_x2", 293: "float8_e8m0fnu"}
+_INT_RANGES = {torch.int8: (-128, 127), torch.uint8: (0, 255), torch.int32: (-2**31, 2**31 - 1)}
+
+
+def _fail(op, message, kind=ValueError):
+    raise kind(f"npu::{op}: {message}")
+
+
+def scalar_dtype(op, what, value, default):
+    """An `int dtype` argument (a torch.dtype or its ScalarType number) as a torch.dtype."""
+    if value is None:
+        return default
+    if isinstance(value, torch.dtype):
+        return value
+    if int(value) in _NPU_DTYPES:
+        _fail(op, f"{what}={value} (torch_npu.{_NPU_DTYPES[int(value)]}) is a format the CPU simulator does not "
+                  "emulate; use int8", NotImplementedError)
+    if int(value) not in _SCALAR_TYPES:
+        _fail(op, f"{what}={value} is not a dtype this op takes")
+    return _SCALAR_TYPES[int(value)]
+
+
+def _int_out(op, what, dtype):
+    """The integer dtype a quantised output is stored in; refuses formats not emulated."""
+    plain = {torch.qint8: torch.int8, torch.quint8: torch.uint8, torch.qint32: torch.int32}.get(dtype, dtype)
+    if plain == torch.quint4x2:
+        _fail(op, f"{what}=torch.quint4x2 (8 int4 values packed into an int32): the CPU simulator does not emulate "
+                  "int4 packing; use torch.int8", NotImplementedError)
+    if plain in (torch.float8_e5m2, torch.float8_e4m3fn):
+        _fail(op, f"{what}={plain} (fp8 output, Ascend 950 only) is not emulated by the CPU simulator",
+              NotImplementedError)
+    if plain not in _INT_RANGES:
+        _fail(op, f"{what}={dtype} is not an integer output dtype of this op")
+    return plain
+
+
+def saturate(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Integer-valued float32 `values` clamped to `dtype`'s range and stored as `dtype`."""
+    low, high = _INT_RANGES[dtype]
+    return values.clamp(low, high).to(dtype)
+
+
+def _check_x(op, x):
+    if x.dtype not in _FLOAT16S:
+        _fail(op, f"x has dtype {x.dtype}; torch_npu takes float16 or bfloat16", TypeError)
+    if x.dim() < 2:
+        _fail(op, f"x must have more than one dim (got shape {tuple(x.shape)})")
+
+
+def _smoothed(op, x, smooth_scales, group_index):
+    """x in float32, times smooth_scales (one row of it per group of tokens with group_index)."""
+    wide = x.float()
+    if smooth_scales is None:
+        if group_index is not None:
+            _fail(op, "group_index is given without smooth_scales")
+        return wide
+    if smooth_scales.dtype != x.dtype:
+        _fail(op, f"smooth_scales has dtype {smooth_scales.dtype}, x {x.dtype}: they must match", TypeError)
+    if group_index is None:
+        if smooth_scales.shape != x.shape[-1:]:
+            _fail(op, f"smooth_scales of shape {tuple(smooth_scales.shape)} is not ({x.shape[-1]},)")
+        return wide * smooth_scales.float()
+    rows = wide.reshape(-1, x.shape[-1])
+    ends = [int(v) for v in group_index.reshape(-1).tolist()]
+    if smooth_scales.dim() != 2 or smooth_scales.shape[1] != x.shape[-1] or smooth_scales.shape[0] != len(ends):
+        _fail(op, f"smooth_scales of shape {tuple(smooth_scales.shape)} with {len(ends)} groups is not "
+                  f"({len(ends)}, {x.shape[-1]})")
+    rising = all(a <= b for a, b in zip([0, *ends[:-1]], ends, strict=True))
+    if not rising or (ends and ends[-1] != rows.shape[0]):
+        _fail(op, f"group_index {ends} must rise from 0 to the token count {rows.shape[0]} (CANN leaves any other "
+                  "value undefined)")
+    out, start = torch.empty_like(rows), 0
+    for group, end in enumerate(ends):
+        out[start:end] = rows[start:end] * smooth_scales[group].float()
+        start = end
+    return out.reshape(wide.shape)
+
+
+def _reduce_dims(op, x, quant_mode):
+    if quant_mode == "pertoken":
+        return (-1,)
+    if quant_mode == "pertensor":
+        return tuple(range(x.dim()))
+    _fail(op, f"quant_mode={quant_mode!r} is not 'pertoken' or 'pertensor'")
+
+
+def _dynamic_common(op, x, smooth_scales, group_index, dst_type, quant_mode, dst_type_max):
+    _check_x(op, x)
+    out = _int_out(op, "dst_type", scalar_dtype(op, "dst_type", dst_type, torch.int8))
+    if out != torch.int8:
+        _fail(op, f"dst_type={out} is not an output of this op (int8, quint4x2)")
+    if dst_type_max:
+        _fail(op, f"dst_type_max={dst_type_max} applies to fp8/hifloat8 outputs only (not emulated)",
+              NotImplementedError)
+    if quant_mode == "pertensor" and group_index is not None:
+        _fail(op, "group_index with quant_mode='pertensor' is not defined")
+    return _smoothed(op, x, smooth_scales, group_index), _reduce_dims(op, x, quant_mode)
+
+
+def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=None,  # noqa: A002 (schema name)
+                      quant_mode="pertoken", dst_type_max=0.0):
+    """Symmetric: scale = max|x·s| / 127 per token (or tensor); y = rint(x·s · (127 / max|x·s|))."""
+    op = "npu_dynamic_quant"
+    wide, dims = _dynamic_common(op, input, smooth_scales, group_index, dst_type, quant_mode, dst_type_max)
+    absmax = wide.abs().amax(dim=dims, keepdim=True)
+    if bool((absmax == 0).any()):
+        _fail(op, "a token (row) of zeros: CANN computes 127 / 0 and 0 * inf for it, which its docs leave "
+                  "undefined; the simulator refuses it")
+    y = saturate(torch.round(wide * (127.0 / absmax)), torch.int8)
+    scale = absmax / 127.0
+    return y, (scale.squeeze(-1) if quant_mode == "pertoken" else scale.reshape(1))
+
+
+def npu_dynamic_quant_asymmetric(input, *, smooth_scales=None, group_index=None,  # noqa: A002 (schema name)
+                                 dst_type=None, quant_mode="pertoken", dst_type_max=0.0):
+    """Asymmetric: scale = max((max - min) / 255, 1e-12), offset = 127 - max / scale,
+    y = rint(x·s · (1 / scale) + offset), saturated to int8."""
+    op = "npu_dynamic_quant_asymmetric"
+    wide, dims = _dynamic_common(op, input, smooth_scales, group_index, dst_type, quant_mode, dst_type_max)
+    high, low = wide.amax(dim=dims, keepdim=True), wide.amin(dim=dims, keepdim=True)
+    scale = torch.clamp_min((high - low) / 255.0, 1e-12)
+    offset = 127.0 - high / scale
+    y = saturate(torch.round(wide * (1.0 / scale) + offset), torch.int8)
+    if quant_mode == "pertoken":
+        return y, scale.squeeze(-1), offset.squeeze(-1)
+    return y, scale.reshape(1), offset.reshape(1)
+
+
+def _per_axis(op, what, tensor, x, axis):
+    """A 1-D (or x-ranked) scale/offset laid along x's dim `axis`, broadcastable against x."""
+    if tensor.dim() == 1:
+        if tensor.shape[0] not in (1, x.shape[axis]):
+            _fail(op, f"{what} of {tensor.shape[0]} values does not fit dim {axis} of x ({x.shape[axis]})")
+        shape = [1] * x.dim()
+        shape[axis] = tensor.shape[0]
+        return tensor.reshape(shape)
+    if tensor.dim() != x.dim() or any(s != 1 for d, s in enumerate(tensor.shape) if d != axis % x.dim()):
+        _fail(op, f"{what} of shape {tuple(tensor.shape)} is not 1-D nor 1 everywhere but dim {axis} of x")
+    return tensor
+
+
+def npu_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
+    """div_mode: y = rint(x / scales + zero_points) (CANN Quantize); else y = rint(x * scales +
+    zero_points) (AscendQuantV2, axis -1 or -2); saturated to the output dtype."""
+    op = "npu_quantize"
+    if self.dtype not in _FLOATS:
+        _fail(op, f"input has dtype {self.dtype}; torch_npu takes float32, float16, bfloat16", TypeError)
+    out = _int_out(op, "dtype", scalar_dtype(op, "dtype", dtype, torch.int8))
+    if not div_mode:
+        if out != torch.int8:
+            _fail(op, f"dtype={out} with div_mode=False: torch_npu takes torch.qint8 (or quint4x2)")
+        axis = -2 if axis == -2 else -1   # torch_npu: axis -2 is the second-last dim, any other the last
+        if self.dim() < -axis:
+            _fail(op, f"axis {axis} needs an input of at least {-axis} dims")
+    elif not -self.dim() <= axis < self.dim():
+        _fail(op, f"axis {axis} is out of range for an input of {self.dim()} dims")
+    wide = self.float()
+    scale = _per_axis(op, "scales", scales, self, axis).float()
+    result = wide / scale if div_mode else wide * scale
+    if zero_points is not None:
+        result = result + _per_axis(op, "zero_points", zero_points, self, axis).float()
+    return saturate(torch.round(result), out)
+
+
+def _scale_as_float(op, scale):
+    """QuantBatchMatmul's scale as float32: int64 scales carry the float32 bits in their low 32 bits
+    (torch_npu.npu_trans_quant_param); bits above (a packed offset) are refused."""
+    if scale.dtype in (torch.float32, torch.bfloat16):
+        return scale.float()
+    if scale.dtype != torch.int64:
+        _fail(op, f"scale has dtype {scale.dtype}; torch_npu takes float32, bfloat16 or int64", TypeError)
+    if bool(((scale >> 32) != 0).any()):
+        _fail(op, "an int64 scale with bits above the low 32 (an offset packed by npu_trans_quant_param) is "
+                  "not simulated", NotImplementedError)
+    return (scale & 0xFFFFFFFF).to(torch.int32).view(torch.float32)
+
+
+def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None, output_dtype=None,
+                     x1_dtype=None, x2_dtype=None, pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
+                     y_scale=None):
+    """int8 x int8, int32 accumulate; then (CANN QuantBatchMatmulV3) acc (+ int32 bias) * scale
+    [* pertoken_scale] (+ float bias) (+ offset), rounded once to float16/bfloat16."""
+    op = "npu_quant_matmul"
+    for name, value in (("x1_dtype", x1_dtype), ("x2_dtype", x2_dtype), ("pertoken_scale_dtype", pertoken_scale_dtype),
+                        ("scale_dtype", scale_dtype), ("group_sizes", group_sizes), ("y_scale", y_scale)):
+        if value is not None:
+            _fail(op, f"{name} (fp8/fp4/MX or grouped quantisation) is not emulated by the CPU simulator",
+                  NotImplementedError)
+    if x1.dtype != torch.int8 or x2.dtype != torch.int8:
+        kind = "int4 packed in int32" if torch.int32 in (x1.dtype, x2.dtype) else f"{x1.dtype} x {x2.dtype}"
+        _fail(op, f"{kind} inputs are not simulated; x1 and x2 must be int8", NotImplementedError)
+    out = scalar_dtype(op, "output_dtype", output_dtype, torch.int8)
+    if out not in _FLOAT16S:
+        _fail(op, f"output_dtype={out}: only float16 and bfloat16 outputs are simulated (the int8 requantisation "
+                  "and int32 outputs round in the cube's fixpipe, which CANN does not document)", NotImplementedError)
+    n = x2.shape[-1]
+    if scale.dim() != 1 or scale.shape[0] not in (1, n):
+        _fail(op, f"scale of shape {tuple(scale.shape)} is not (1,) or ({n},)")
+    if x1.dim() < 2 or x2.dim() < 2 or x1.shape[-1] != x2.shape[-2]:
+        _fail(op, f"x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} do not multiply (x1's k must be x2's "
+                  "second-last dim)")
+    acc = torch.matmul(x1.to(torch.int64), x2.to(torch.int64))   # exact: CANN's int32 accumulation
+    float_bias = bias is not None and bias.dtype != torch.int32
+    if bias is not None and not float_bias:
+        acc = acc + bias.to(torch.int64)
+    if bool((acc.abs() > 2**31 - 1).any()):
+        _fail(op, "the int32 accumulation overflows (CANN's int32 accumulator would wrap)")
+    result = acc.to(torch.float32) * _scale_as_float(op, scale)
+    if pertoken_scale is not None:
+        if pertoken_scale.dtype != torch.float32 or pertoken_scale.shape != x1.shape[-2:-1]:
+            _fail(op, f"pertoken_scale must be float32 of shape ({x1.shape[-2]},); got "
+                      f"{pertoken_scale.dtype} {tuple(pertoken_scale.shape)}")
+        result = result * pertoken_scale.unsqueeze(-1)
+    if float_bias:
+        result = result + bias.float()
+    if offset is not None:
+        if pertoken_scale is not None or float_bias:
+            _fail(op, "offset goes with neither pertoken_scale nor a float bias (CANN: no offset in those cases)")
+        result = result + offset.float()
+    return result.to(out)
+
+
+def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=None, quant_scale=None,
+                                 quant_offset=None, bias=None, antiquant_group_size=0, inner_precise=0,
+                                 weight_dtype=None):
+    """y = x @ ((weight + antiquant_offset) * antiquant_scale) + bias (CANN WeightQuantBatchMatmulV2),
+    the weight dequantised in float32 and rounded to x's dtype, the matmul accumulated in float32."""
+    op = "npu_weight_quant_batchmatmul"
+    if x.dtype not in _FLOAT16S:
+        _fail(op, f"x has dtype {x.dtype}; torch_npu takes float16 or bfloat16", TypeError)
+    if weight.dtype != torch.int8 or weight_dtype is not None:
+        _fail(op, f"weight of dtype {weight.dtype} (weight_dtype {weight_dtype}): only int8 weights are simulated "
+                  "(int4 packed in int32 and fp8/MX weights are not)", NotImplementedError)
+    if quant_scale is not None or quant_offset is not None:
+        _fail(op, "quant_scale/quant_offset (an int8 output) are not simulated", NotImplementedError)
+    if antiquant_scale.dtype != x.dtype:
+        _fail(op, f"antiquant_scale has dtype {antiquant_scale.dtype}: only x's dtype ({x.dtype}) is simulated "
+                  "(int64 scales are not)", NotImplementedError)
+    k, n = weight.shape[-2], weight.shape[-1]
+    if x.shape[-1] != k:
+        _fail(op, f"x {tuple(x.shape)} and weight {tuple(weight.shape)} do not multiply")
+    wide = weight.float()
+    if antiquant_offset is not None:
+        wide = wide + _antiquant_param(op, "antiquant_offset", antiquant_offset, k, n, antiquant_group_size)
+    wide = wide * _antiquant_param(op, "antiquant_scale", antiquant_scale, k, n, antiquant_group_size)
+    result = torch.matmul(x.float(), wide.to(x.dtype).float())
+    if bias is not None:
+        result = result + bias.float()
+    return result.to(x.dtype)
+
+
+def _antiquant_param(op, what, tensor, k, n, group_size):
+    """A per-tensor (1,), per-channel (n,)/(1, n) or per-group (ceil(k / g), n) parameter as a (k, n) float32."""
+    wide = tensor.float()
+    if group_size:
+        groups = -(-k // group_size)
+        if tuple(tensor.shape) != (groups, n):
+            _fail(op, f"{what} of shape {tuple(tensor.shape)} is not ({groups}, {n}) for group size {group_size}")
+        return wide.repeat_interleave(group_size, dim=0)[:k]
+    if tensor.numel() == 1:
+        return wide.reshape(1, 1)
+    if tensor.shape[-1] != n or tensor.numel() != n:
+        _fail(op, f"{what} of shape {tuple(tensor.shape)} is not (1,), ({n},) or (1, {n})")
+    return wide.reshape(1, n)
+
+
+KERNELS: dict = {
+    "npu_dynamic_quant": npu_dynamic_quant,
+    "npu_dynamic_quant_asymmetric": npu_dynamic_quant_asymmetric,
+    "npu_quantize": npu_quantize,
+    "npu_quant_matmul": npu_quant_matmul,
+    "npu_weight_quant_batchmatmul": npu_weight_quant_batchmatmul,
+}
