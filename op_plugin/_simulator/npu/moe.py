@@ -1,4 +1,141 @@
-"""CPU reference kernels of torch_npu's mixture-of-experts ops: gating, routing, grouped matmul."""
+"""CPU reference kernels of torch_npu's mixture-of-experts ops: gating, routing, grouped matmul.
+
+On an NPU these eager ops call the same CANN kernels their GE types run in graph mode (aclnnMoe*,
+aclnnGroupedMatmul), so each maps its torch_npu arguments onto the GE kernel's inputs and attrs
+(`interpreter/kernels/transformer/moe_routing.py`, `moe.py`; semantics and refusals documented
+there and in docs/torch-npu-ops.md) and names the op in every refusal:
+
+* ``npu_moe_gating_top_k_softmax(x, finished, k)`` -> MoeGatingTopKSoftmax;
+* ``npu_moe_gating_top_k(x, k, *, bias, ...)`` -> MoeGatingTopK;
+* ``npu_moe_init_routing(x, row_idx, expert_idx, active_num)`` -> MoeInitRouting;
+* ``npu_moe_init_routing_v2(x, expert_idx, *, ...)`` -> MoeInitRoutingV3 (TorchAir's lowering too);
+  ``x_dtype`` (a reinterpretation as fp8/hifloat8/fp4) is refused;
+* ``npu_moe_finalize_routing(...)`` -> MoeFinalizeRouting(V2) (drop_pad_mode 0-3, k);
+* ``npu_moe_compute_expert_tokens(sorted, num_expert)`` -> MoeComputeExpertTokens;
+* ``npu_grouped_matmul`` (both overloads) -> GroupedMatmul, non-quantised: the x/weight lists
+  pairwise (split_item 0/1, group_type -1), x's rows grouped by group_list (split_item 2/3,
+  group_type 0) or the K axis (group_type 2). The ``.List`` overload's int list is cumulative ends.
+"""
 from __future__ import annotations
 
-KERNELS: dict = {}
+import functools
+
+import torch
+
+from ..interpreter.errors import KernelError
+from ..interpreter.kernels.transformer import moe as gmm_kernels, moe_routing as routing
+
+
+def _named(op):
+    """Name the op in the refusals of the shared CANN kernels."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def kernel(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except KernelError as error:
+                raise ValueError(f"npu::{op}: {error}") from None
+        return kernel
+    return wrap
+
+
+@_named("npu_moe_gating_top_k_softmax")
+def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
+    return routing.gating_top_k_softmax(x, finished, k=k)
+
+
+@_named("npu_moe_gating_top_k")
+def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1, group_count=1,
+                         group_select_mode=0, renorm=0, norm_type=0, out_flag=False, routed_scaling_factor=1.0,
+                         eps=1e-20):
+    return routing.gating_top_k(x, bias, input_ids, tid2eid, k=k, k_group=k_group, group_count=group_count,
+                                group_select_mode=group_select_mode, renorm=renorm, norm_type=norm_type,
+                                out_flag=out_flag, routed_scaling_factor=routed_scaling_factor, eps=eps)
+
+
+@_named("npu_moe_init_routing")
+def npu_moe_init_routing(x, row_idx, expert_idx, active_num):
+    return routing.init_routing(x, row_idx, expert_idx, active_num=active_num)
+
+
+@_named("npu_moe_init_routing_v2")
+def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=-1, expert_capacity=-1,
+                            expert_num=-1, drop_pad_mode=0, expert_tokens_num_type=0, expert_tokens_num_flag=False,
+                            quant_mode=-1, active_expert_range=(), row_idx_type=0, x_dtype=None):
+    if x_dtype is not None:
+        raise KernelError(f"x_dtype {x_dtype} reinterprets x as an fp8/hifloat8/fp4/int4 format with no CPU "
+                          "dtype here: not simulated")
+    return routing.init_routing_v3(
+        x, expert_idx, scale, offset, active_num=active_num, expert_capacity=expert_capacity, expert_num=expert_num,
+        drop_pad_mode=drop_pad_mode, expert_tokens_num_type=expert_tokens_num_type,
+        expert_tokens_num_flag=expert_tokens_num_flag, quant_mode=quant_mode,
+        active_expert_range=list(active_expert_range or ()), row_idx_type=row_idx_type)
+
+
+@_named("npu_moe_finalize_routing")
+def npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales, expanded_src_to_dst_row,
+                             export_for_source_row, drop_pad_mode=0, k=1):
+    return routing.finalize_routing(expanded_permuted_rows, expanded_src_to_dst_row, skip1, skip2, bias, scales,
+                                    export_for_source_row, 0 if drop_pad_mode is None else drop_pad_mode,
+                                    1 if k is None else k)
+
+
+@_named("npu_moe_compute_expert_tokens")
+def npu_moe_compute_expert_tokens(sorted_expert_for_source_row, num_expert):
+    return routing.compute_expert_tokens(sorted_expert_for_source_row, num_experts=num_expert)
+
+
+def _grouped_matmul(x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale, group_list,
+                    split_item, group_type, group_list_type, act_type, unsupported):
+    for name, value in unsupported.items():
+        if value is not None:
+            raise KernelError(f"{name} is given: only the non-quantised grouped matmul is simulated")
+    pts = [t for t in per_token_scale or [] if t is not None]
+    y = gmm_kernels.grouped_matmul(
+        list(x), list(weight), list(bias or []), list(scale or []), list(offset or []), list(antiquant_scale or []),
+        list(antiquant_offset or []), group_list, pts[0] if pts else None, split_item=split_item, dtype=-1,
+        transpose_weight=False, transpose_x=False, group_type=-1 if group_type is None else group_type,
+        group_list_type=group_list_type, act_type=act_type)
+    return list(y) if isinstance(y, tuple) else [y]
+
+
+@_named("npu_grouped_matmul")
+def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiquant_scale=None, antiquant_offset=None,
+                       per_token_scale=None, group_list=None, activation_input=None, activation_quant_scale=None,
+                       activation_quant_offset=None, split_item=0, group_type=None, group_list_type=0, act_type=0,
+                       tuning_config=None, output_dtype=None, x_dtype=None, weight_dtype=None, scale_dtype=None,
+                       per_token_scale_dtype=None):
+    unsupported = dict(activation_input=activation_input, activation_quant_scale=activation_quant_scale,
+                       activation_quant_offset=activation_quant_offset, output_dtype=output_dtype, x_dtype=x_dtype,
+                       weight_dtype=weight_dtype, scale_dtype=scale_dtype,
+                       per_token_scale_dtype=per_token_scale_dtype)
+    return _grouped_matmul(x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale,
+                           group_list, split_item, group_type, group_list_type, act_type, unsupported)
+
+
+@_named("npu_grouped_matmul.List")
+def npu_grouped_matmul_list(x, weight, *, bias=None, scale=None, offset=None, antiquant_scale=None,
+                            antiquant_offset=None, per_token_scale=None, group_list=None, activation_input=None,
+                            activation_quant_scale=None, activation_quant_offset=None, split_item=0, group_type=None,
+                            group_list_type=0, act_type=0, output_dtype=None):
+    if output_dtype is not None and output_dtype != x[0].dtype:
+        raise KernelError(f"output_dtype {output_dtype} differs from x's {x[0].dtype}: a quantised case")
+    unsupported = dict(activation_input=activation_input, activation_quant_scale=activation_quant_scale,
+                       activation_quant_offset=activation_quant_offset)
+    ends = None if group_list is None else torch.tensor(list(group_list), dtype=torch.int64)
+    if ends is not None and group_type is None:
+        group_type = 0  # an int list groups x's rows by cumulative ends (the doc: group_type None with a list)
+    return _grouped_matmul(x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale,
+                           ends, split_item, group_type, group_list_type, act_type, unsupported)
+
+
+KERNELS = {
+    "npu_moe_gating_top_k_softmax": npu_moe_gating_top_k_softmax,
+    "npu_moe_gating_top_k": npu_moe_gating_top_k,
+    "npu_moe_init_routing": npu_moe_init_routing,
+    "npu_moe_init_routing_v2": npu_moe_init_routing_v2,
+    "npu_moe_finalize_routing": npu_moe_finalize_routing,
+    "npu_moe_compute_expert_tokens": npu_moe_compute_expert_tokens,
+    "npu_grouped_matmul": npu_grouped_matmul,
+    "npu_grouped_matmul.List": npu_grouped_matmul_list,
+}
