@@ -134,6 +134,8 @@ def _define(wheel_root) -> RegistrationHandle:
                 library.impl(name, CPU_KERNELS[name], "CPU")
         for name, functional in _functional_variants(entries, names, undefined).items():
             library.impl(name, _functionalize_kernel(name, functional), "Functionalize")
+        for name, (functional, mutated) in _functional_twins(entries, names, undefined).items():
+            library.impl(name, _functionalize_twin_kernel(name, functional, mutated), "Functionalize")
     except BaseException:
         library._destroy()  # pylint: disable=protected-access
         raise
@@ -176,6 +178,66 @@ def _functional_variants(entries, names, undefined) -> dict[str, str]:
                 and str(functional.returns[0].type) == "Tensor"):
             pairs[name] = base[:-1]
     return pairs
+
+
+def _functional_twins(entries, names, undefined) -> dict[str, tuple[str, list[int]]]:
+    """{op: (its ``<op>_functional`` twin, positions of the mutated args)} for torch_npu's ops that write
+    several inputs (``Tensor(a!) key_cache, Tensor(b!) value_cache``) and return nothing aliased, beside a
+    ``<op>_functional`` with the same arguments returning the op's own results followed by the new value of
+    each mutated input, in order (npu_scatter_pa_kv_cache, npu_kv_rmsnorm_rope_cache_v2, ...: their Meta
+    functions and TorchAir's converters read them so)."""
+    pairs = {}
+    for name in names:
+        twin = f"{name}_functional"
+        if "." in name or name in undefined or twin not in entries or twin in undefined:
+            continue
+        op = torch._C.parse_schema(f"{NAMESPACE}::{entries[name].schema}")
+        functional = torch._C.parse_schema(f"{NAMESPACE}::{entries[twin].schema}")
+        mutated = [i for i, a in enumerate(op.arguments) if a.alias_info is not None and a.alias_info.is_write]
+        same_args = [(a.name, str(a.type)) for a in op.arguments] == [(a.name, str(a.type)) for a in
+                                                                      functional.arguments]
+        if (mutated and same_args and all(r.alias_info is None for r in op.returns)
+                and len(functional.returns) == len(op.returns) + len(mutated)
+                and all(str(r.type) == "Tensor" and r.alias_info is None for r in functional.returns)):
+            pairs[name] = (twin, mutated)
+    return pairs
+
+
+def _functionalize_twin_kernel(name: str, functional: str, mutated: list[int]):
+    """torch_npu's functionalization of an op writing several inputs: the ``_functional`` twin below
+    Functionalize, its trailing results replace_ + commit_update + sync the mutated inputs, its leading
+    results are the op's own (wrapped as functional tensors)."""
+    functional_op = getattr(getattr(torch.ops, NAMESPACE), functional).default
+    inplace_op = getattr(getattr(torch.ops, NAMESPACE), name).default
+    arg_names = [a.name for a in inplace_op._schema.arguments]
+    skip = torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
+
+    def unwrap(value):
+        if isinstance(value, torch.Tensor) and torch._is_functional_tensor(value):
+            torch._sync(value)
+            return torch._from_functional_tensor(value)
+        return value
+
+    def kernel(*args, **kwargs):
+        targets = [args[i] if i < len(args) else kwargs[arg_names[i]] for i in mutated]
+        inner_args = [unwrap(a) for a in args]
+        inner_kwargs = {k: unwrap(v) for k, v in kwargs.items()}
+        if not any(torch._is_functional_tensor(t) for t in targets):  # nothing to functionalize
+            with torch._C._ExcludeDispatchKeyGuard(skip):
+                return inplace_op(*inner_args, **inner_kwargs)
+        with torch._C._ExcludeDispatchKeyGuard(skip):
+            results = functional_op(*inner_args, **inner_kwargs)
+        own, new_values = results[:len(results) - len(mutated)], results[len(results) - len(mutated):]
+        for target, value in zip(targets, new_values, strict=True):
+            torch._functionalize_replace(target, value)
+            torch._functionalize_commit_update(target)
+            torch._functionalize_sync(target)
+        wrapped = tuple(torch._to_functional_tensor(t) for t in own)
+        if not inplace_op._schema.returns:
+            return None
+        return wrapped[0] if len(wrapped) == 1 else wrapped
+
+    return kernel
 
 
 def _functionalize_kernel(name: str, functional: str):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from ...registry import ge_kernel, refuse
+from ..common import opmath
 
 
 @ge_kernel("ScatterNdUpdate")
@@ -45,3 +46,140 @@ def scatter_nd_update(var, indices, updates, *, use_locking):
     if rows.shape[0]:
         out[tuple(rows.t())] = updates.reshape(rows.shape[0], *var.shape[k:])
     return out
+
+
+def _slots(what, slots, count, capacity, skip_negative_one=False):
+    """A slot/index input as a long vector of `count` entries inside [0, capacity) (-1 allowed when
+    `skip_negative_one`), none repeated: CANN defines neither other values nor repeats."""
+    if slots.dtype not in (torch.int32, torch.int64):
+        refuse(f"{what} has dtype {slots.dtype}; the prototype takes int32 or int64")
+    flat = slots.reshape(-1).long()
+    if flat.numel() != count:
+        refuse(f"{what} has {flat.numel()} entries for {count} tokens")
+    live = flat[flat != -1] if skip_negative_one else flat
+    if bool(((live < 0) | (live >= capacity)).any()):
+        refuse(f"a {what} value is outside [0, {capacity})" + (" (or -1: skip)" if skip_negative_one else ""))
+    if torch.unique(live).numel() != live.numel():
+        refuse(f"a {what} value appears twice: which write wins is not defined by CANN")
+    return flat
+
+
+def _paged_write(what, cache, tokens, slot_mapping, cache_mode):
+    """ScatterPaKvCache's write of one of key/value into its cache (scenario 1 PA_NZ, 2 Norm)."""
+    if tokens.numel() == 0 and cache.numel() == 0:  # scenario 6: no value
+        return cache.clone()
+    if tokens.dim() != 3:
+        refuse(f"{what} must be 3-D [tokens, num_head, head_size] (the compressed 4-D scenario is not simulated)")
+    if tokens.dtype != cache.dtype:
+        refuse(f"{what} has dtype {tokens.dtype}, its cache {cache.dtype}: they must be one")
+    count, heads, size = tokens.shape
+    out = cache.clone()
+    if cache_mode == "Norm":
+        if cache.dim() != 4 or cache.shape[2] != heads or cache.shape[3] != size:
+            refuse(f"cache_mode Norm takes a {what}_cache [num_blocks, block_size, {heads}, {size}], "
+                   f"got {tuple(cache.shape)}")
+        flat = _slots("slot_mapping", slot_mapping, count, cache.shape[0] * cache.shape[1])
+        out.view(-1, heads, size)[flat] = tokens
+        return out
+    # PA_NZ: the token's num_head * head_size values in rows of 32 bytes, row r at cache[block, r, offset, :]
+    width = 32 // tokens.element_size()
+    if cache.dim() == 4 and cache.shape[1] * cache.shape[3] == heads * size and cache.shape[3] == width:
+        grouped = tokens.reshape(count, heads * size // width, width)
+        per_block = out.permute(0, 2, 1, 3)  # [num_blocks, block_size, rows, width], a view of out
+    elif cache.dim() == 5 and (cache.shape[1], cache.shape[2] * cache.shape[4]) == (heads, size) \
+            and cache.shape[4] == width:
+        grouped = tokens.reshape(count, heads, size // width, width)
+        per_block = out.permute(0, 3, 1, 2, 4)
+    else:
+        refuse(f"cache_mode PA_NZ takes a {what}_cache [num_blocks, {heads}*{size}//{width}, block_size, {width}] "
+               f"or [num_blocks, {heads}, {size}//{width}, block_size, {width}], got {tuple(cache.shape)}")
+    block_size = per_block.shape[1]
+    flat = _slots("slot_mapping", slot_mapping, count, cache.shape[0] * block_size)
+    for token, slot in enumerate(flat.tolist()):
+        per_block[slot // block_size, slot % block_size] = grouped[token]
+    return out
+
+
+@ge_kernel("ScatterPaKvCache")
+def scatter_pa_kv_cache(key, key_cache, slot_mapping, value, value_cache, compress_lens, compress_seq_offset,
+                        seq_lens, *, cache_mode, scatter_mode, strides, offsets):
+    """CANN ScatterPaKvCache (ops-transformer attention/scatter_pa_kv_cache): each token t of key/value
+    written to slot slot_mapping[t] = block * block_size + offset of its cache; scenarios 1 (PA_NZ) and
+    2 (Norm) with scatter_mode None. The compressed scenarios (3-5), Nct strides/offsets and NHSD are
+    refused: CANN documents their shapes, not where each token lands."""
+    del strides, offsets  # read only with scatter_mode "Nct", refused below
+    if scatter_mode != "None":
+        refuse(f"scatter_mode={scatter_mode!r} is not simulated (only 'None')")
+    if compress_lens is not None or compress_seq_offset is not None or seq_lens is not None:
+        refuse("the compressed scenarios (compress_lens, compress_seq_offset, seq_lens) are not simulated")
+    if cache_mode not in ("Norm", "PA_NZ"):
+        refuse(f"cache_mode={cache_mode!r} is not 'Norm' or 'PA_NZ'")
+    if value.numel() and tuple(value.shape[:2]) != tuple(key.shape[:2]):
+        refuse(f"key {tuple(key.shape)} and value {tuple(value.shape)} must share [tokens, num_head]")
+    return (_paged_write("key", key_cache, key, slot_mapping, cache_mode),
+            _paged_write("value", value_cache, value, slot_mapping, cache_mode))
+
+
+_KV_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@ge_kernel("KvRmsNormRopeCache", one_dtype=("kv", "gamma", "cos", "sin"))
+def kv_rms_norm_rope_cache(kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale, k_rope_offset,
+                           c_kv_offset, v, *, epsilon, cache_mode, is_output_kv):
+    """CANN KvRmsNormRopeCache (ops-transformer posembedding/kv_rms_norm_rope_cache): kv [B, 1, S, Dv + Dk];
+    c_kv = RMSNorm(kv[..., :Dv]) * gamma, k_rope = interleave-rope(kv[..., Dv:]) (x_part1 = cat(x[::2],
+    x[1::2]), x_part2 = cat(-x[1::2], x[::2]), y = x_part1 * cos + x_part2 * sin), float32, rounded to kv's
+    dtype; each token written to k_cache / ckv_cache at its index (-1: skipped): Norm cache [Bc, 1, Sc, .]
+    with index [B, S]; PA, PA_BNSD, PA_NZ cache [blocks, block_size, 1, .] with index [B * S]. Outputs
+    (k_cache, ckv_cache, k_rope, c_kv); k_rope/c_kv are computed whatever is_output_kv says. Refused:
+    quantised caches, v, PA_BLK_* modes, N != 1 (CANN supports only N = 1)."""
+    del is_output_kv  # only whether an NPU writes k_rope/c_kv out
+    if any(t is not None for t in (k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset)) \
+            or k_cache.dtype not in _KV_FLOATS or ckv_cache.dtype not in _KV_FLOATS:
+        refuse("quantised caches (int8 caches, scales, offsets) are not simulated: CANN documents no formula")
+    if v is not None:
+        refuse("the optional input v is not simulated (undocumented)")
+    if cache_mode not in ("Norm", "PA", "PA_BNSD", "PA_NZ"):
+        refuse(f"cache_mode={cache_mode!r} is not simulated (Norm, PA, PA_BNSD, PA_NZ)")
+    if kv.dim() != 4 or kv.shape[1] != 1:
+        refuse(f"kv must be [B, 1, S, D] (CANN supports N = 1 only), got {tuple(kv.shape)}")
+    batch, _, seq, width = kv.shape
+    dv = gamma.numel()
+    dk = width - dv
+    if dk <= 0 or dk % 2 or cos.shape[-1] != dk or tuple(sin.shape) != tuple(cos.shape):
+        refuse(f"D = {width} must be Dv ({dv}, gamma) + an even Dk = cos's last dim ({cos.shape[-1]})")
+    if k_cache.dtype != kv.dtype or ckv_cache.dtype != kv.dtype:
+        refuse(f"the caches ({k_cache.dtype}, {ckv_cache.dtype}) must have kv's dtype {kv.dtype}")
+    x = opmath(kv).float()
+    normed = x[..., :dv]
+    c_kv = normed / torch.sqrt(normed.square().mean(dim=-1, keepdim=True) + epsilon) * opmath(gamma).float()
+    rope = x[..., dv:]
+    x1, x2 = rope[..., 0::2], rope[..., 1::2]
+    k_rope = torch.cat((x1, x2), dim=-1) * opmath(cos).float() + torch.cat((-x2, x1), dim=-1) * opmath(sin).float()
+    k_rope, c_kv = k_rope.to(kv.dtype), c_kv.to(kv.dtype)
+    outs = []
+    for what, cache, values in (("k_cache", k_cache, k_rope), ("ckv_cache", ckv_cache, c_kv)):
+        last = values.shape[-1]
+        if cache.dim() != 4 or cache.shape[-1] != last:
+            refuse(f"{what} must be 4-D with last dim {last}, got {tuple(cache.shape)}")
+        out = cache.clone()
+        if cache_mode == "Norm":
+            if tuple(index.shape) != (batch, seq) or cache.shape[0] < batch or cache.shape[1] != 1:
+                refuse(f"cache_mode Norm takes index [{batch}, {seq}] and {what} [>= {batch}, 1, Sc, {last}]; "
+                       f"got {tuple(index.shape)}, {tuple(cache.shape)}")
+            for b in range(batch):
+                positions = _slots("index", index[b], seq, cache.shape[2], skip_negative_one=True)
+                for s, position in enumerate(positions.tolist()):
+                    if position != -1:
+                        out[b, 0, position] = values[b, 0, s]
+        else:
+            if cache.shape[2] != 1:
+                refuse(f"cache_mode {cache_mode} takes {what} [blocks, block_size, 1, {last}], "
+                       f"got {tuple(cache.shape)}")
+            block_size = cache.shape[1]
+            slots = _slots("index", index, batch * seq, cache.shape[0] * block_size, skip_negative_one=True)
+            for token, slot in enumerate(slots.tolist()):
+                if slot != -1:
+                    out[slot // block_size, slot % block_size, 0] = values[token // seq, 0, token % seq]
+        outs.append(out)
+    return outs[0], outs[1], k_rope, c_kv

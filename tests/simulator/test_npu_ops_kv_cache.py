@@ -1,0 +1,230 @@
+"""npu_scatter_pa_kv_cache and npu_kv_rmsnorm_rope_cache (issue 23): the CPU kernels against loops written
+from CANN's docs (slot -> block, offset; RMS norm and the interleaved rope written element by element), the
+in-place forms functionalized through their ``_functional`` twins, and npugraph runs (TorchAir:
+TensorMove + ScatterPaKvCache, KvRmsNormRopeCache) with the caches as graph inputs against eager."""
+import math
+
+import pytest
+import torch
+
+from op_plugin._simulator import capture_graphs
+from op_plugin._testing_harness import Npugraph, assert_close, run_node
+
+npu = torch.ops.npu
+pytestmark = pytest.mark.usefixtures("torchair")
+F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
+
+
+def _paged_oracle(cache, tokens, slots, mode):
+    """Token t's values at slot s: Norm cache[s // bs, s % bs] = token; PA_NZ: the flattened token in rows
+    of L = 32 / itemsize, row r at cache[s // bs, r, s % bs] (4-D) / cache[s // bs, h, r, s % bs] (5-D)."""
+    out = cache.clone()
+    for t, s in enumerate(slots.tolist()):
+        if mode == "Norm":
+            bs = cache.shape[1]
+            out[s // bs, s % bs] = tokens[t]
+            continue
+        bs, width = cache.shape[-2], cache.shape[-1]
+        flat = tokens[t].reshape(-1)
+        for i in range(flat.numel()):
+            if cache.dim() == 4:
+                out[s // bs, i // width, s % bs, i % width] = flat[i]
+            else:
+                per_head = cache.shape[2] * width
+                h, j = divmod(i, per_head)
+                out[s // bs, h, j // width, s % bs, j % width] = flat[i]
+    return out
+
+
+CASES = {  # name: (mode, key cache shape, value cache shape, tokens, heads, k size, v size, dtype)
+    "norm": ("Norm", (3, 4, 2, 8), (3, 4, 2, 6), 5, 2, 8, 6, F32),
+    "nz_fp16": ("PA_NZ", (2, 4, 4, 16), (2, 8, 4, 16), 3, 2, 32, 64, F16),
+    "nz_fp16_5d": ("PA_NZ", (2, 2, 2, 4, 16), (2, 2, 1, 4, 16), 3, 2, 32, 16, F16),
+    "nz_fp32": ("PA_NZ", (2, 2, 4, 8), (2, 2, 4, 8), 4, 1, 16, 16, F32),
+}
+
+
+def _pa_args(name, seed=0):
+    mode, kshape, vshape, tokens, heads, ks, vs, dtype = CASES[name]
+    g = torch.Generator().manual_seed(seed)
+    key = torch.randn(tokens, heads, ks, generator=g).to(dtype)
+    value = torch.randn(tokens, heads, vs, generator=g).to(dtype)
+    capacity = kshape[0] * kshape[-2 if mode == "PA_NZ" else 1]
+    slots = torch.randperm(capacity, generator=g)[:tokens].int()
+    return (key, value, torch.randn(kshape, generator=g).to(dtype), torch.randn(vshape, generator=g).to(dtype),
+            slots), mode
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_scatter_pa_kv_cache(name):
+    (key, value, kc, vc, slots), mode = _pa_args(name)
+    want_k, want_v = _paged_oracle(kc, key, slots, mode), _paged_oracle(vc, value, slots, mode)
+    got_k, got_v = npu.npu_scatter_pa_kv_cache_functional(key, value, kc, vc, slots, cache_mode=mode)
+    assert torch.equal(got_k, want_k) and torch.equal(got_v, want_v)
+    assert not torch.equal(kc, want_k)  # the functional form leaves its inputs alone
+    assert npu.npu_scatter_pa_kv_cache(key, value, kc, vc, slots.long(), cache_mode=mode) is None
+    assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
+
+
+def test_scatter_pa_kv_cache_refusals():
+    (key, value, kc, vc, slots), _ = _pa_args("norm")
+    with pytest.raises(IndexError, match="outside"):
+        npu.npu_scatter_pa_kv_cache(key, value, kc, vc, slots * 0 + 12, cache_mode="Norm")
+    with pytest.raises(ValueError, match="twice"):
+        npu.npu_scatter_pa_kv_cache(key, value, kc, vc, slots * 0, cache_mode="Norm")
+    with pytest.raises(NotImplementedError, match="compressed"):
+        npu.npu_scatter_pa_kv_cache(key, value, kc, vc, slots, seq_lens=slots, cache_mode="Norm")
+    with pytest.raises(ValueError, match="PA_NZ"):  # the default mode wants the NZ shape
+        npu.npu_scatter_pa_kv_cache(key, value, kc, vc, slots)
+
+
+@pytest.mark.parametrize("name", ["norm", "nz_fp16"])
+def test_scatter_pa_kv_cache_compiled_updates_the_caller_caches(name):
+    (key, value, kc, vc, slots), mode = _pa_args(name, seed=3)
+
+    def step(key, value, kc, vc, slots):
+        npu.npu_scatter_pa_kv_cache(key, value, kc, vc, slots, cache_mode=mode)
+        return kc.float().sum(), vc * 2
+
+    eager = [t.clone() for t in (key, value, kc, vc, slots)]
+    want = step(*eager)
+    graph = [t.clone() for t in (key, value, kc, vc, slots)]
+    with capture_graphs() as graphs:
+        got = Npugraph(step)(*graph)
+    assert_close(got, want, "npu_ops")
+    assert torch.equal(graph[2], eager[2]) and torch.equal(graph[3], eager[3])
+    assert "ScatterPaKvCache" in {op.type for g in graphs for op in g.op}
+
+
+def test_scatter_pa_kv_cache_node_refuses_the_compressed_scenario():
+    (key, value, kc, vc, slots), _ = _pa_args("norm")
+    with pytest.raises(Exception, match="compressed") as error:
+        run_node("ScatterPaKvCache", {"key": key, "key_cache": kc, "slot_mapping": slots, "value": value,
+                                      "value_cache": vc, "seq_lens": slots}, 2, name="pa", cache_mode="Norm")
+    assert "pa" in str(error.value)
+
+
+def _rms_rope_oracle(kv, gamma, cos, sin, epsilon):
+    """c_kv and k_rope element by element, from CANN's formulas (float64)."""
+    b_, _, s_, d = kv.shape
+    dv = gamma.numel()
+    dk = d - dv
+    c_kv, k_rope = torch.zeros(b_, 1, s_, dv, dtype=torch.float64), torch.zeros(b_, 1, s_, dk, dtype=torch.float64)
+    for b in range(b_):
+        for s in range(s_):
+            row = kv[b, 0, s].double()
+            rms = math.sqrt(sum(float(v) ** 2 for v in row[:dv]) / dv + epsilon)
+            c_kv[b, 0, s] = row[:dv] / rms * gamma.double()
+            x = row[dv:]
+            part1 = [float(x[2 * i]) for i in range(dk // 2)] + [float(x[2 * i + 1]) for i in range(dk // 2)]
+            part2 = [-float(x[2 * i + 1]) for i in range(dk // 2)] + [float(x[2 * i]) for i in range(dk // 2)]
+            c, sn = cos[b, 0, s if cos.shape[2] > 1 else 0].double(), sin[b, 0, s if sin.shape[2] > 1 else 0].double()
+            k_rope[b, 0, s] = torch.tensor(part1, dtype=torch.float64) * c + torch.tensor(part2,
+                                                                                         dtype=torch.float64) * sn
+    return k_rope.to(kv.dtype), c_kv.to(kv.dtype)
+
+
+def _kv_args(mode, dtype=F16, seed=0, batch=2, seq=3):
+    g = torch.Generator().manual_seed(seed)
+    dv, dk = 16, 8
+    kv = torch.randn(batch, 1, seq, dv + dk, generator=g).to(dtype)
+    gamma = torch.rand(dv, generator=g).to(dtype) + 0.5
+    cos, sin = (torch.rand(batch, 1, seq, dk, generator=g).to(dtype) for _ in range(2))
+    if mode == "Norm":
+        kc, ckc = (torch.randn(batch, 1, 5, d, generator=g).to(dtype) for d in (dk, dv))
+        index = torch.stack([torch.randperm(5, generator=g)[:seq] for _ in range(batch)])
+        index[0, 1] = -1  # skipped
+    else:
+        kc, ckc = torch.randn(3, 4, 1, dk, generator=g).to(dtype), torch.randn(3, 4, 1, dv, generator=g).to(dtype)
+        index = torch.randperm(12, generator=g)[:batch * seq]
+        index[2] = -1
+    return kv, gamma, cos, sin, index, kc, ckc
+
+
+def _cache_oracle(kc, ckc, index, k_rope, c_kv, mode):
+    kc, ckc = kc.clone(), ckc.clone()
+    batch, _, seq, _ = k_rope.shape
+    for b in range(batch):
+        for s in range(seq):
+            if mode == "Norm":
+                i = int(index[b, s])
+                if i >= 0:
+                    kc[b, 0, i], ckc[b, 0, i] = k_rope[b, 0, s], c_kv[b, 0, s]
+            else:
+                i = int(index[b * seq + s])
+                if i >= 0:
+                    bs = kc.shape[1]
+                    kc[i // bs, i % bs, 0], ckc[i // bs, i % bs, 0] = k_rope[b, 0, s], c_kv[b, 0, s]
+    return kc, ckc
+
+
+@pytest.mark.parametrize("dtype", (F16, BF16))
+@pytest.mark.parametrize("mode", ["Norm", "PA", "PA_BNSD", "PA_NZ"])
+def test_kv_rmsnorm_rope_cache(mode, dtype):
+    kv, gamma, cos, sin, index, kc, ckc = _kv_args(mode, dtype)
+    want_rope, want_ckv = _rms_rope_oracle(kv, gamma, cos, sin, 1e-5)
+    want_kc, want_ckc = _cache_oracle(kc, ckc, index, want_rope, want_ckv, mode)
+    k_rope, c_kv, new_kc, new_ckc = npu.npu_kv_rmsnorm_rope_cache_v2_functional(
+        kv, gamma, cos, sin, index, kc, ckc, cache_mode=mode, is_output_kv=True)
+    assert_close((k_rope, c_kv), (want_rope, want_ckv), "npu_ops")
+    assert_close((new_kc, new_ckc), (want_kc, want_ckc), "npu_ops")
+    k_rope2, c_kv2 = npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, kc, ckc, cache_mode=mode)
+    assert torch.equal(kc, new_kc) and torch.equal(ckc, new_ckc) and torch.equal(k_rope2, k_rope)
+
+
+def test_kv_rmsnorm_rope_cache_v1_updates_its_caches_in_place_and_returns_copies():
+    kv, gamma, cos, sin, index, kc, ckc = _kv_args("PA_NZ")
+    before = kc.clone()
+    out = npu.npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, index, kc, ckc, cache_mode="PA_NZ")
+    assert not torch.equal(kc, before) and torch.equal(out[0], kc) and out[0].data_ptr() != kc.data_ptr()
+
+
+def test_kv_rmsnorm_rope_cache_refusals():
+    kv, gamma, cos, sin, index, kc, ckc = _kv_args("PA")
+    with pytest.raises(NotImplementedError, match="quantised"):
+        npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, kc.to(torch.int8), ckc, cache_mode="PA")
+    with pytest.raises(NotImplementedError, match="PA_BLK"):
+        npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, kc, ckc, cache_mode="PA_BLK_NZ")
+    with pytest.raises(NotImplementedError, match="hifloat8"):
+        npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, kc, ckc, cache_mode="PA", k_cache_dtype=290)
+    with pytest.raises(IndexError, match="outside"):
+        npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index + 12, kc, ckc, cache_mode="PA")
+
+
+@pytest.mark.parametrize("mode", ["Norm", "PA_BNSD"])
+def test_kv_rmsnorm_rope_cache_v2_compiled_with_caches_as_graph_inputs(mode):
+    def step(kv, gamma, cos, sin, index, kc, ckc):
+        k_rope, c_kv = npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, kc, ckc, cache_mode=mode,
+                                                        is_output_kv=True)
+        return k_rope + 1, c_kv * 2
+
+    args = _kv_args(mode, seed=5)
+    eager = [t.clone() for t in args]
+    want = step(*eager)
+    graph = [t.clone() for t in args]
+    with capture_graphs() as graphs:
+        got = Npugraph(step)(*graph)
+    assert_close(got, want, "npu_ops")
+    assert torch.equal(graph[5], eager[5]) and torch.equal(graph[6], eager[6])
+    assert "KvRmsNormRopeCache" in {op.type for g in graphs for op in g.op}
+
+
+def test_kv_rmsnorm_rope_cache_v1_compiled_writes_the_caches_as_an_npu_does():
+    """v1 declares no mutation, but its converter feeds the graph's cache inputs to KvRmsNormRopeCache
+    directly (no TensorMove): GE writes them in place, as eager does on an NPU."""
+    def step(kv, gamma, cos, sin, index, kc, ckc):
+        return npu.npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, index, kc, ckc, cache_mode="PA")[2] + 0
+
+    args = _kv_args("PA", seed=7)
+    eager = [t.clone() for t in args]
+    want = step(*eager)
+    graph = [t.clone() for t in args]
+    got = Npugraph(step)(*graph)
+    assert_close(got, want, "npu_ops")
+    assert torch.equal(graph[5], eager[5]) and torch.equal(graph[6], eager[6])
+
+
+def test_functionalization_of_the_multi_output_in_place_ops():
+    functionalized = torch._C._dispatch_get_registrations_for_dispatch_key("Functionalize")
+    for op in ("npu_scatter_pa_kv_cache", "npu_kv_rmsnorm_rope_cache_v2"):
+        assert f"npu::{op}" in functionalized
