@@ -95,16 +95,37 @@ def bind(entry: KernelEntry, op, attrs: dict, data_count: int | None = None) -> 
     if entry.rules:
         fn = _with_rules(fn, entry.rules, signature.inputs)
     if prototype is None or signature.var_positional:
-        return lambda args: _as_outputs(fn(*args, **kwargs), where)
+        return BoundKernel(fn, kwargs, None, where)
     groups = _input_groups(prototype, op, where, data_count)
     if len(groups) != len(signature.inputs):
         raise GeExecutionError(f"{where}: the kernel {entry.fn.__name__} takes {len(signature.inputs)} inputs "
                                f"{list(signature.inputs)} but the prototype declares {len(groups)} "
                                f"{[p.name for p in prototype.inputs]}")
-    if all(isinstance(g, int) and g == i for i, g in enumerate(groups)):
-        count = len(groups)
-        return lambda args: _as_outputs(fn(*_padded(args, count), **kwargs), where)
-    return lambda args: _as_outputs(fn(*_grouped(args, groups), **kwargs), where)
+    return BoundKernel(fn, kwargs, groups, where)
+
+
+class BoundKernel:
+    """A kernel bound to one node: `self(args) -> list` calls `fn(*grouped args, **kwargs)`.
+
+    `groups` (None: the args as they come) says, per kernel parameter, which args it takes: an arg
+    index, a (start, stop) range for a dynamic input's list, or None for an optional input left
+    unfed. The executor's straight-line program (executor/program.py) reads the same fields to
+    call `fn` with each argument written out."""
+
+    __slots__ = ("fn", "kwargs", "groups", "where", "_identity", "unchecked")
+
+    def __init__(self, fn, kwargs: dict, groups: list | None, where: str):
+        self.fn, self.kwargs, self.groups, self.where = fn, kwargs, groups, where
+        # fn without the dtype rules' checks (the same fn where it has none), for verified signatures
+        self.unchecked = getattr(fn, "unchecked", fn)
+        self._identity = groups is not None and all(isinstance(g, int) and g == i for i, g in enumerate(groups))
+
+    def __call__(self, args: list) -> list:
+        if self.groups is None:
+            return as_outputs(self.fn(*args, **self.kwargs), self.where)
+        if self._identity:
+            return as_outputs(self.fn(*_padded(args, len(self.groups)), **self.kwargs), self.where)
+        return as_outputs(self.fn(*_grouped(args, self.groups), **self.kwargs), self.where)
 
 
 def _bind_by_name(fn, prototype: IrPrototype, op, attrs: dict, where: str, wants_node: bool, data_count: int):
@@ -118,7 +139,7 @@ def _bind_by_name(fn, prototype: IrPrototype, op, attrs: dict, where: str, wants
             continue  # a custom type's attr the node does not carry: the kernel decides
     if wants_node:
         named_attrs[NODE_PARAMETER] = op
-    return lambda args: _as_outputs(fn(**dict(zip(names, _grouped(args, groups), strict=True)), **named_attrs), where)
+    return lambda args: as_outputs(fn(**dict(zip(names, _grouped(args, groups), strict=True)), **named_attrs), where)
 
 
 def _attr_value(name: str, kernel_default, prototype: IrPrototype | None, attrs: dict, where: str):
@@ -192,7 +213,8 @@ def _grouped(args: list, groups: list) -> list:
     return [None if g is None else args[g] if isinstance(g, int) else list(args[g[0]:g[1]]) for g in groups]
 
 
-def _as_outputs(result, where: str) -> list:
+def as_outputs(result, where: str) -> list:
+    """A kernel's result as a list of outputs (one tensor, or a tuple of them)."""
     if isinstance(result, torch.Tensor):
         return [result]
     if isinstance(result, (list, tuple)):
@@ -206,6 +228,17 @@ def _with_rules(fn, rules, input_names: tuple[str, ...]):
     same = [index[ge_name(name)] for name in rules.one_dtype]
     accepts = [(index[ge_name(name)], ge_name(name), dtypes) for name, dtypes in rules.accepts]
 
+    def widened(*args, **kwargs):
+        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        wide = [opmath(a) if isinstance(a, torch.Tensor) else a for a in args]
+        result = fn(*wide, **kwargs)
+        if first is None or not first.dtype.is_floating_point:
+            return result
+        narrow = lambda t: t.to(first.dtype) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point else t  # noqa: E731
+        return narrow(result) if isinstance(result, torch.Tensor) else type(result)(narrow(t) for t in result)
+
+    computed = widened if rules.widen else fn
+
     def checked(*args, **kwargs):
         if same:
             dtypes = {args[i].dtype for i in same if i < len(args) and args[i] is not None}
@@ -217,17 +250,11 @@ def _with_rules(fn, rules, input_names: tuple[str, ...]):
             if value is not None and value.dtype not in allowed:
                 refuse(f"{name} has dtype {_short(value.dtype)}; the GE prototype takes "
                        f"{', '.join(_short(d) for d in allowed)}")
-        if not rules.widen:
-            return fn(*args, **kwargs)
-        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-        wide = [opmath(a) if isinstance(a, torch.Tensor) else a for a in args]
-        result = fn(*wide, **kwargs)
-        if first is None or not first.dtype.is_floating_point:
-            return result
-        narrow = lambda t: t.to(first.dtype) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point else t  # noqa: E731
-        return narrow(result) if isinstance(result, torch.Tensor) else type(result)(narrow(t) for t in result)
+        return computed(*args, **kwargs)
 
     checked.__name__ = getattr(fn, "__name__", "kernel")
+    # Without the dtype checks: they read only input dtypes, which a verified input signature fixes.
+    checked.unchecked = computed
     return checked
 
 
@@ -235,4 +262,5 @@ def _short(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-__all__ = ["KernelError", "KernelSignature", "bind", "ge_name", "kernel_signature", "prototype_of", "refuse"]
+__all__ = ["BoundKernel", "KernelError", "KernelSignature", "as_outputs", "bind", "ge_name", "kernel_signature",
+           "prototype_of", "refuse"]

@@ -46,6 +46,7 @@ from ..binding import bind
 from ..errors import KernelError
 from .checks import GeExecutionError, check_output, output_check
 from .folding import foldable_steps, is_ref_op, small_integer_data
+from .program import build_program
 from .fx_shapes import FxShapes, check_fx_shape
 
 
@@ -150,6 +151,7 @@ class GraphPlan:
         self._verified = None if self._check_every_call() else collections.OrderedDict()
         # Until a run completes, each collective waits for its group's ranks to agree on it.
         self._agreement_pending = any(step.collective for step in self._kernel_steps)
+        self._program = None  # the verified call as generated code, built on the first verified call
 
     def _check_every_call(self) -> bool:
         if os.environ.get("OP_PLUGIN_CHECK_EVERY_CALL") == "1" or self.fx is None:
@@ -330,20 +332,10 @@ class GraphPlan:
 
     def _run_verified(self, values: list, inputs: list) -> None:
         """A call whose signature's first call passed every node check: the unfolded kernels only
-        (the folded nodes' outputs are already in `values`)."""
-        for step in self._unfolded_steps:
-            try:
-                outputs = step.kernel([values[slot] for slot in step.arg_slots])
-            except GeExecutionError:
-                raise
-            except Exception as error:  # name the node, as the checked path does
-                raise kernel_failure(step.op, error) from error
-            if step.writes_inputs:
-                self._write_inputs(step, outputs, inputs)
-            for index, slot in step.out_slots:
-                values[slot] = outputs[index]
-            for slot in step.free_after:
-                values[slot] = None
+        (the folded nodes' outputs are already in `values`), as straight-line code (`program`)."""
+        if self._program is None:
+            self._program = build_program(self)
+        self._program(values, inputs)
 
     def _data_value(self, inputs: list, values: list, check: bool = True) -> None:
         """Fill the Data slots from the graph inputs, each checked against its Data desc."""

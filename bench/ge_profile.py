@@ -1,0 +1,192 @@
+"""8. Where a steady npugraph call goes, per GE type, against eager's own aten ops.
+
+For BERT, T5's encoder, ResNet and EfficientNet (the zoo's small configs, batch 2) and the BERT-layer
+example, in one fresh process per model (one intra-op thread):
+
+* steady call: eager, npugraph running the plan's generated straight-line program (executor/program.py),
+  and npugraph walking the plan's steps one by one as the executor did before the program (reproduced
+  here as `_step_walk`), timed in alternating rounds; medians, ratios against eager from the same rounds;
+* per GE type: the summed wall time of that type's kernels in one call (a perf_counter around each
+  bound kernel; the timer adds ~0.3 us per node), next to eager's aten ops in one call
+  (torch.profiler self CPU time per op, divided by the calls) and the simulator's aten ops under the
+  same profiler: an aten op the simulator calls more often than eager, or a copy/cast eager does not
+  make, is a kernel slower than its eager counterpart.
+"""
+from __future__ import annotations
+
+if __name__ == "__main__" and not __package__:  # `python bench/ge_profile.py`
+    import pathlib, sys  # noqa: E401
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+    from bench._common import script_shim
+    script_shim(__file__, "ge_profile")
+    raise SystemExit
+
+from ._common import cli, median, perf, run_child
+
+FULL = {"models": [("bert", 2, 12), ("t5_encoder", 2, 12), ("resnet", 2, 0), ("efficientnet", 2, 0),
+                   ("example:bert_layer", 2, 7)],
+        "warmup": 5, "rounds": 15, "calls_per_round": 4, "profile_calls": 20, "top": 12}
+QUICK = {"models": [("example:bert_layer", 2, 7)], "warmup": 1, "rounds": 2, "calls_per_round": 2,
+         "profile_calls": 2, "top": 5}
+MODES = ("eager", "program", "step_walk")
+
+
+def _step_walk(plan):
+    """The executor's verified call before the generated program: walk the steps, build each
+    node's arg list, call its bound kernel (dtype rules checked), store and free slots."""
+    from op_plugin._simulator.interpreter.executor.plan import GeExecutionError, kernel_failure
+
+    def walk(values, inputs):
+        for step in plan._unfolded_steps:
+            try:
+                outputs = step.kernel([values[slot] for slot in step.arg_slots])
+            except GeExecutionError:
+                raise
+            except Exception as error:
+                raise kernel_failure(step.op, error) from error
+            if step.writes_inputs:
+                plan._write_inputs(step, outputs, inputs)
+            for index, slot in step.out_slots:
+                values[slot] = outputs[index]
+            for slot in step.free_after:
+                values[slot] = None
+        return values
+
+    return walk
+
+
+def child(payload: dict) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    import op_plugin  # noqa: F401
+    from op_plugin._simulator import load_torchair
+    from op_plugin._simulator.interpreter.binding import BoundKernel
+    from op_plugin._simulator.interpreter.executor import plan as plan_module
+    from op_plugin._simulator.interpreter.executor.program import build_program
+
+    from .zoo_steady import _load
+
+    load_torchair()
+    plans = []
+    original_run = plan_module.GraphPlan.run
+
+    def recording_run(self, inputs):
+        if self not in plans:
+            plans.append(self)
+        return original_run(self, inputs)
+
+    plan_module.GraphPlan.run = recording_run
+    model_name, batch, length = payload["model"]
+    model, args, kwargs = _load(model_name, batch, length)
+    compiled = torch.compile(model, backend="npugraph")
+    call = {"eager": lambda: model(*args, **kwargs), "npugraph": lambda: compiled(*args, **kwargs)}
+    with torch.no_grad():
+        for _ in range(payload["warmup"]):
+            call["eager"]()
+            call["npugraph"]()
+        programs = {p: p._program or build_program(p) for p in plans}
+        walks = {p: _step_walk(p) for p in plans}
+
+        def use(which):
+            for p in plans:
+                p._program = programs[p] if which == "program" else walks[p]
+
+        times = {m: [] for m in MODES}
+        for _ in range(payload["rounds"]):
+            for mode in MODES:
+                if mode != "eager":
+                    use(mode)
+                fn = call["eager" if mode == "eager" else "npugraph"]
+                for _ in range(payload["calls_per_round"]):
+                    start = perf()
+                    fn()
+                    times[mode].append(perf() - start)
+        use("program")
+
+        # per GE type: wrap every unfolded step's kernel with a timer, rebuild the programs
+        per_type: dict[str, float] = {}
+        nodes: dict[str, int] = {}
+
+        def timed(fn, op_type):
+            def wrapper(*a, **k):
+                start = perf()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    per_type[op_type] = per_type.get(op_type, 0.0) + perf() - start
+            return wrapper
+
+        for p in plans:
+            for step in p._unfolded_steps:
+                nodes[step.op.type] = nodes.get(step.op.type, 0) + 1
+                kernel = step.kernel
+                if isinstance(kernel, BoundKernel):
+                    wrapped = BoundKernel(timed(kernel.unchecked, step.op.type), kernel.kwargs, kernel.groups,
+                                          kernel.where)
+                else:
+                    wrapped = timed(kernel, step.op.type)
+                step.kernel = wrapped
+            p._program = build_program(p)
+        calls = payload["profile_calls"]
+        call["npugraph"]()
+        per_type.clear()
+        for _ in range(calls):
+            call["npugraph"]()
+        ge_us = {t: v / calls * 1e6 for t, v in per_type.items()}
+        aten = {}
+        for mode in ("eager", "npugraph"):
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                for _ in range(calls):
+                    call[mode]()
+            aten[mode] = {e.key: [e.self_cpu_time_total / calls, e.count / calls] for e in prof.key_averages()
+                          if e.key.startswith("aten::")}
+    return {"times": times, "ge_us": ge_us, "nodes": nodes, "aten": aten}
+
+
+def run(quick: bool = False) -> dict:
+    cfg = QUICK if quick else FULL
+    figures, speed_rows, tables, notes = {}, [], [], []
+    for model in cfg["models"]:
+        out = run_child("ge_profile", {"model": model, **{k: cfg[k] for k in
+                                                          ("warmup", "rounds", "calls_per_round", "profile_calls")}},
+                        timeout=1800)
+        med = {m: median(out["times"][m]) for m in MODES}
+        name = f"{model[0]}.B{model[1]}xL{model[2]}"
+        figures[f"program_vs_eager.{name}"] = med["program"] / med["eager"]
+        figures[f"step_walk_vs_eager.{name}"] = med["step_walk"] / med["eager"]
+        speed_rows.append([name, med["eager"] * 1e3, med["program"] * 1e3, med["step_walk"] * 1e3,
+                           med["program"] / med["eager"], med["step_walk"] / med["eager"],
+                           med["program"] / med["step_walk"]])
+        ge_rows = sorted(out["ge_us"].items(), key=lambda kv: -kv[1])[:cfg["top"]]
+        tables.append({"title": f"{name}: GE types by kernel time per call (us), all nodes of the type",
+                       "columns": ["GE type", "nodes", "kernel us per call", "us per node"],
+                       "rows": [[t, out["nodes"].get(t, 0), us, us / max(out["nodes"].get(t, 1), 1)]
+                                for t, us in ge_rows]})
+        eager, sim = out["aten"]["eager"], out["aten"]["npugraph"]
+        keys = sorted(set(eager) | set(sim), key=lambda k: -max(eager.get(k, [0, 0])[0], sim.get(k, [0, 0])[0]))
+        tables.append({"title": f"{name}: aten ops per call under torch.profiler (self CPU us; calls), eager vs "
+                                "the simulator's kernels",
+                       "columns": ["aten op", "eager us", "eager calls", "npugraph us", "npugraph calls"],
+                       "rows": [[k, eager.get(k, [0, 0])[0], eager.get(k, [0, 0])[1], sim.get(k, [0, 0])[0],
+                                 sim.get(k, [0, 0])[1]] for k in keys[:cfg["top"]]]})
+    tables.insert(0, {"title": "Steady call (median ms; ratios against eager measured in the same rounds)",
+                      "columns": ["model", "eager ms", "npugraph (program) ms", "npugraph (step walk) ms",
+                                  "program / eager", "step walk / eager", "program / step walk"],
+                      "rows": speed_rows})
+    notes.append("One fresh process per model, one intra-op thread; eager, program and step walk alternate in "
+                 "rounds, so the ratios share the machine's load; the step walk is the pre-program executor loop "
+                 "reproduced in this script, on the same compiled graph.")
+    notes.append("Profiler times are inflated by the profiler and are for comparing ops, not calls.")
+    return {"name": "ge_profile", "title": "Steady call per GE type against eager's aten ops",
+            "config": {"models (name, batch, length)": cfg["models"], "rounds": cfg["rounds"],
+                       "calls per round": cfg["calls_per_round"], "profiled calls": cfg["profile_calls"]},
+            "figures": figures, "tables": tables, "goals": [], "notes": notes}
+
+
+def main() -> None:
+    cli("ge_profile", __doc__.splitlines()[0], run, child)
+
+
+if __name__ == "__main__":
+    main()
