@@ -81,7 +81,8 @@ _ENTRIES: list[ConverterEntry] = []
 
 def aten_converter(*ops: Any, when: When, cases=()) -> Callable[[Callable], Callable]:
     """Declare `fn(ta, ...)` as op_plugin's converter of `ops` (aten ops, or FX targets such as
-    `torch.sym_max`); `when`: "missing", "completes" or "corrects" (module docstring)."""
+    `torch.sym_max`, or "ns::name" of an op defined later, resolved at installation: torch_npu's ops
+    on a CPU host); `when`: "missing", "completes" or "corrects" (module docstring)."""
     if when not in _WHEN:
         raise ValueError(f"when must be one of {_WHEN}, got {when!r}")
     return _declare(ops, when, cases)
@@ -153,7 +154,10 @@ def install_aten_converters(ta: TorchAirApi) -> HandleGroup:
     with HandleGroup("op_plugin's aten converters") as group:
         for when in _WHEN:
             for entry in entries(when):
-                for op in entry.targets:
+                for target in entry.targets:
+                    op = _npu_target(ta, target) if isinstance(target, str) else target
+                    if op is None:
+                        continue
                     original = torchair_converter(op)
                     if when == "missing" and torchair_lowers(op):
                         continue  # TorchAir's own converter wins
@@ -164,6 +168,16 @@ def install_aten_converters(ta: TorchAirApi) -> HandleGroup:
                     group.add(swap_converter(ta.torchair, op, entry.bind(ta.for_converter(op, original)),
                                              f"op_plugin's converter of {op} ({when})"))
     return group
+
+
+def _npu_target(ta: TorchAirApi, qualname: str) -> Any | None:
+    """The op of a "ns::name" target (defined after op_plugin's import: torch_npu's ops on a CPU
+    host), with TorchAir's custom converters imported first (TorchAir imports them lazily, at its
+    first lookup), so that a completion finds TorchAir's converter to complete; None if undefined."""
+    op = library_op(qualname)
+    if op is not None:
+        ta._module("_ge_concrete_graph.ge_converter.custom")  # pylint: disable=protected-access
+    return op
 
 
 _library_handles: dict[str, RegistrationHandle] = {}
@@ -201,7 +215,7 @@ def declared_cases() -> Iterator[tuple[Any, int, Any]]:
     count: dict[Any, int] = {}
     for entry in _ENTRIES:
         for target in entry.targets:
-            op = library_op(target) if entry.when == "library" else target
+            op = library_op(target) if entry.when == "library" or isinstance(target, str) else target
             if op is None:
                 continue
             for support in entry.cases:
