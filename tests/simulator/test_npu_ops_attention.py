@@ -264,8 +264,9 @@ def test_incre_flash_attention(ifa, dtype):
 
 def test_incre_flash_attention_refusals():
     q, k = torch.randn(1, 1, 8), torch.randn(1, 4, 8)
-    with pytest.raises(NotImplementedError, match="block_table"):
-        npu.npu_incre_flash_attention(q, k, k, num_heads=2, block_table=torch.zeros(1, 1, dtype=torch.int32))
+    with pytest.raises(ValueError, match="block_table .PagedAttention. needs actual_seq_lengths_kv"):
+        npu.npu_incre_flash_attention(q, k, k, num_heads=2, block_table=torch.zeros(1, 1, dtype=torch.int32),
+                                      block_size=4)
     with pytest.raises(ValueError, match="masked entirely"):
         npu.npu_incre_flash_attention(q, k, k, num_heads=2, actual_seq_lengths=[0])
 

@@ -1,15 +1,16 @@
 """CPU reference kernels of torch_npu's attention ops (CPU dispatch key): ``npu_fusion_attention``
-(forward), ``npu_prompt_flash_attention`` and ``npu_incre_flash_attention`` (inference).
+(forward), and the inference ops ``npu_prompt_flash_attention``, ``npu_incre_flash_attention``,
+``npu_fused_infer_attention_score`` (and ``_v2``).
 
-The inference ops follow their torch_npu docs with the math of ``interpreter/kernels/transformer/attention.py``
-(PromptFlashAttention, IncreFlashAttention): layouts BSH, BSND, BNSD (and BNSD_BSND for the prompt
-op), GQA through ``num_key_value_heads`` (0 = as many as the query), masks (bool/int8/uint8;
-sparse_mode 0-4 for the prompt op, whose mode 0 applies the pre_tokens/next_tokens band with a
-mask), ``actual_seq_lengths`` of the decode op (key positions past each batch's length do not
-take part). Refused: quantization (int8 inputs, the scale/offset tensors), pse_shift,
-padding_mask, the prompt op's actual_seq_lengths/_kv, paged or left-padded key/value caches
-(block_table, block_size, kv_padding_size). ``inner_precise`` of the decode op selects the NPU's
-internal precision only (the CPU computes in float32 either way).
+The inference ops compute CANN's definition in ``interpreter/kernels/transformer/infer_attention.py``
+(the GE kernels use the same function): layouts BSH, BSND, BNSD, BNSD_BSND, TND (fused op), GQA
+through ``num_key_value_heads`` (0 = as many as the query), masks (bool/int8/uint8) with
+sparse_mode 0-4, actual sequence lengths (the decode op's ``actual_seq_lengths`` are key/value
+lengths), PagedAttention (``block_table`` + ``block_size``; key/value are the block pool),
+softmax_lse. Refused with the argument's name: quantization (int8 inputs, scale/offset tensors,
+antiquant), pse_shift, padding_mask, left padding (query/kv_padding_size), shared prefixes,
+learnable_sink and the v2 op's dtype arguments. ``inner_precise`` selects the NPU's internal
+precision only (the CPU computes in float32 either way).
 
 ``npu_fusion_attention``:
 
@@ -28,6 +29,8 @@ only). ``gen_mask_parallel``, ``sync``, ``seed`` and ``offset`` only steer dropo
 generation, which keep_prob=1 never does.
 """
 from __future__ import annotations
+
+import torch
 
 from .reference import FLOATS
 
@@ -67,18 +70,27 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
     return (attention_out, core.softmax_stats(row_max), core.softmax_stats(row_sum), query.new_empty([0]), 0, 0, 0)
 
 
-
 def _refuse(op, **given):
     for name, value in given.items():
         if value is not None:
             raise NotImplementedError(f"{op}: {name} is not implemented on the CPU simulator")
 
 
-def _check_inputs(op, query, key, value):
+def _check_inputs(op, query, key, value, dtypes=FLOATS):
+    names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
     for name, tensor in (("query", query), ("key", key), ("value", value)):
-        if tensor.dtype not in FLOATS or tensor.dtype != query.dtype:
-            raise TypeError(f"{op}: {name} has dtype {tensor.dtype}; query, key and value take one of float16, "
-                            "bfloat16, float32 (int8 quantization is not implemented)")
+        if tensor.dtype not in dtypes or tensor.dtype != query.dtype:
+            raise TypeError(f"{op}: {name} has dtype {tensor.dtype}; query, key and value take one of {names} "
+                            "(int8 quantization is not implemented)")
+
+
+def _infer(op, *args, **kwargs):
+    from ..interpreter.kernels.transformer import infer_attention as core  # the kernels package loads on first use
+
+    try:
+        return core.infer_attention(*args, **kwargs)
+    except core.AttentionError as error:
+        raise ValueError(f"{op}: {error}") from None
 
 
 def npu_prompt_flash_attention(query, key, value, *, padding_mask=None, atten_mask=None, pse_shift=None,
@@ -86,21 +98,17 @@ def npu_prompt_flash_attention(query, key, value, *, padding_mask=None, atten_ma
                                quant_scale2=None, quant_offset2=None, num_heads=1, scale_value=1.0,
                                pre_tokens=2147483647, next_tokens=0, input_layout="BSH", num_key_value_heads=0,
                                actual_seq_lengths_kv=None, sparse_mode=0):
-    """torch_npu's full-sequence inference attention (PromptFlashAttention); see
-    interpreter/kernels/transformer/attention.py."""
-    from ..interpreter.kernels.transformer import attention as core
-
+    """torch_npu's full-sequence inference attention (PromptFlashAttention)."""
     op = "npu::npu_prompt_flash_attention"
-    _refuse(op, padding_mask=padding_mask, pse_shift=pse_shift, actual_seq_lengths=actual_seq_lengths,
-            actual_seq_lengths_kv=actual_seq_lengths_kv, deq_scale1=deq_scale1, quant_scale1=quant_scale1,
+    _refuse(op, padding_mask=padding_mask, pse_shift=pse_shift, deq_scale1=deq_scale1, quant_scale1=quant_scale1,
             deq_scale2=deq_scale2, quant_scale2=quant_scale2, quant_offset2=quant_offset2)
     _check_inputs(op, query, key, value)
-    try:
-        return core.prompt_attention(query, key, value, atten_mask, num_heads=num_heads, scale_value=scale_value,
-                                     pre_tokens=pre_tokens, next_tokens=next_tokens, input_layout=input_layout,
-                                     num_key_value_heads=num_key_value_heads, sparse_mode=sparse_mode)
-    except core.AttentionError as error:
-        raise ValueError(f"{op}: {error}") from None
+    if input_layout == "TND":
+        raise ValueError(f"{op}: input_layout 'TND' is not implemented for this op (BSH, BSND, BNSD, BNSD_BSND are)")
+    return _infer(op, query, key, value, atten_mask, actual_q=actual_seq_lengths, actual_kv=actual_seq_lengths_kv,
+                  num_heads=num_heads, num_key_value_heads=num_key_value_heads, scale=scale_value,
+                  pre_tokens=pre_tokens, next_tokens=next_tokens, input_layout=input_layout,
+                  sparse_mode=sparse_mode)[0]
 
 
 def npu_incre_flash_attention(query, key, value, *, padding_mask=None, atten_mask=None, pse_shift=None,
@@ -108,29 +116,106 @@ def npu_incre_flash_attention(query, key, value, *, padding_mask=None, atten_mas
                               dequant_scale1=None, quant_scale1=None, dequant_scale2=None, quant_scale2=None,
                               quant_offset2=None, kv_padding_size=None, num_heads=1, scale_value=1.0,
                               input_layout="BSH", num_key_value_heads=0, block_size=0, inner_precise=1):
-    """torch_npu's decode attention (IncreFlashAttention); see interpreter/kernels/transformer/attention.py."""
-    from ..interpreter.kernels.transformer import attention as core
-
+    """torch_npu's decode attention (IncreFlashAttention): actual_seq_lengths are the key/value lengths."""
     op = "npu::npu_incre_flash_attention"
     _refuse(op, padding_mask=padding_mask, pse_shift=pse_shift, antiquant_scale=antiquant_scale,
-            antiquant_offset=antiquant_offset, block_table=block_table, dequant_scale1=dequant_scale1,
-            quant_scale1=quant_scale1, dequant_scale2=dequant_scale2, quant_scale2=quant_scale2,
-            quant_offset2=quant_offset2, kv_padding_size=kv_padding_size)
-    if block_size:
-        raise NotImplementedError(f"{op}: block_size={block_size} (paged attention) is not implemented")
+            antiquant_offset=antiquant_offset, dequant_scale1=dequant_scale1, quant_scale1=quant_scale1,
+            dequant_scale2=dequant_scale2, quant_scale2=quant_scale2, quant_offset2=quant_offset2,
+            kv_padding_size=kv_padding_size)
+    if block_table is None and block_size:
+        raise ValueError(f"{op}: block_size={block_size} without block_table: PagedAttention needs both")
     if inner_precise not in (0, 1):
         raise ValueError(f"{op}: inner_precise={inner_precise} is not 0 or 1")
     _check_inputs(op, query, key, value)
-    try:
-        return core.incre_attention(query, key, value, atten_mask, actual_seq_lengths, num_heads=num_heads,
-                                    scale_value=scale_value, input_layout=input_layout,
-                                    num_key_value_heads=num_key_value_heads)
-    except core.AttentionError as error:
-        raise ValueError(f"{op}: {error}") from None
+    return _infer(op, query, key, value, atten_mask, actual_kv=actual_seq_lengths, block_table=block_table,
+                  block_size=block_size, num_heads=num_heads, num_key_value_heads=num_key_value_heads,
+                  scale=scale_value, input_layout=input_layout, decode=True)[0]
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _fused(op, query, key, value, atten_mask, actual_q, actual_kv, block_table, query_rope, key_rope, *, num_heads,
+           num_key_value_heads, scale, pre_tokens, next_tokens, input_layout, sparse_mode, inner_precise, block_size,
+           lse_flag):
+    from ..interpreter.kernels.transformer.infer_attention_kernels import query_seq_len
+
+    _check_inputs(op, query, key, value, _HALF)
+    if block_table is None and block_size:
+        raise ValueError(f"{op}: block_size={block_size} without block_table: PagedAttention needs both")
+    decode = query_seq_len(query, input_layout, num_heads) == 1 and query_rope is None
+    if inner_precise not in ((0, 1) if decode else (0, 1, 2, 3)):
+        branch = "Q_S == 1" if decode else "Q_S > 1"
+        raise ValueError(f"{op}: inner_precise={inner_precise} is not a CANN value for {branch}")
+    return _infer(op, query, key, value, atten_mask, actual_q=actual_q, actual_kv=actual_kv, block_table=block_table,
+                  block_size=block_size, num_heads=num_heads, num_key_value_heads=num_key_value_heads, scale=scale,
+                  pre_tokens=pre_tokens, next_tokens=next_tokens, input_layout=input_layout, sparse_mode=sparse_mode,
+                  decode=decode, query_rope=query_rope, key_rope=key_rope, lse_flag=lse_flag)
+
+
+def npu_fused_infer_attention_score(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq_lengths=None,
+                                    actual_seq_lengths_kv=None, dequant_scale1=None, quant_scale1=None,
+                                    dequant_scale2=None, quant_scale2=None, quant_offset2=None, antiquant_scale=None,
+                                    antiquant_offset=None, block_table=None, query_padding_size=None,
+                                    kv_padding_size=None, key_antiquant_scale=None, key_antiquant_offset=None,
+                                    value_antiquant_scale=None, value_antiquant_offset=None, key_shared_prefix=None,
+                                    value_shared_prefix=None, actual_shared_prefix_len=None, query_rope=None,
+                                    key_rope=None, key_rope_antiquant_scale=None, num_heads=1, scale=1.0,
+                                    pre_tokens=2147483647, next_tokens=2147483647, input_layout="BSH",
+                                    num_key_value_heads=0, sparse_mode=0, inner_precise=0, block_size=0,
+                                    antiquant_mode=0, softmax_lse_flag=False, key_antiquant_mode=0,
+                                    value_antiquant_mode=0):
+    """torch_npu's fused inference attention (FusedInferAttentionScore): Q_S == 1 takes the decode branch."""
+    op = "npu::npu_fused_infer_attention_score"
+    _refuse(op, pse_shift=pse_shift, dequant_scale1=dequant_scale1, quant_scale1=quant_scale1,
+            dequant_scale2=dequant_scale2, quant_scale2=quant_scale2, quant_offset2=quant_offset2,
+            antiquant_scale=antiquant_scale, antiquant_offset=antiquant_offset, query_padding_size=query_padding_size,
+            kv_padding_size=kv_padding_size, key_antiquant_scale=key_antiquant_scale,
+            key_antiquant_offset=key_antiquant_offset, value_antiquant_scale=value_antiquant_scale,
+            value_antiquant_offset=value_antiquant_offset, key_shared_prefix=key_shared_prefix,
+            value_shared_prefix=value_shared_prefix, actual_shared_prefix_len=actual_shared_prefix_len,
+            key_rope_antiquant_scale=key_rope_antiquant_scale)
+    for name, mode in (("antiquant_mode", antiquant_mode), ("key_antiquant_mode", key_antiquant_mode),
+                       ("value_antiquant_mode", value_antiquant_mode)):
+        if mode:
+            raise NotImplementedError(f"{op}: {name}={mode} (antiquant) is not implemented on the CPU simulator")
+    return _fused(op, query, key, value, atten_mask, actual_seq_lengths, actual_seq_lengths_kv, block_table,
+                  query_rope, key_rope, num_heads=num_heads, num_key_value_heads=num_key_value_heads, scale=scale,
+                  pre_tokens=pre_tokens, next_tokens=next_tokens, input_layout=input_layout, sparse_mode=sparse_mode,
+                  inner_precise=inner_precise, block_size=block_size, lse_flag=softmax_lse_flag)
+
+
+def npu_fused_infer_attention_score_v2(query, key, value, *, query_rope=None, key_rope=None, pse_shift=None,
+                                       atten_mask=None, actual_seq_qlen=None, actual_seq_kvlen=None, block_table=None,
+                                       dequant_scale_query=None, dequant_scale_key=None, dequant_offset_key=None,
+                                       dequant_scale_value=None, dequant_offset_value=None,
+                                       dequant_scale_key_rope=None, quant_scale_out=None, quant_offset_out=None,
+                                       quant_scale_p=None, learnable_sink=None, num_query_heads=1,
+                                       num_key_value_heads=0, softmax_scale=1.0, pre_tokens=2147483647,
+                                       next_tokens=2147483647, input_layout="BSH", sparse_mode=0, block_size=0,
+                                       query_quant_mode=0, key_quant_mode=0, value_quant_mode=0, inner_precise=0,
+                                       return_softmax_lse=False, **dtypes):
+    """The v2 interface of the same op (TorchAir lowers it to FusedInferAttentionScore too)."""
+    op = "npu::npu_fused_infer_attention_score_v2"
+    _refuse(op, pse_shift=pse_shift, dequant_scale_query=dequant_scale_query, dequant_scale_key=dequant_scale_key,
+            dequant_offset_key=dequant_offset_key, dequant_scale_value=dequant_scale_value,
+            dequant_offset_value=dequant_offset_value, dequant_scale_key_rope=dequant_scale_key_rope,
+            quant_scale_out=quant_scale_out, quant_offset_out=quant_offset_out, quant_scale_p=quant_scale_p,
+            learnable_sink=learnable_sink, **dtypes)
+    for name, mode in (("query_quant_mode", query_quant_mode), ("key_quant_mode", key_quant_mode),
+                       ("value_quant_mode", value_quant_mode)):
+        if mode:
+            raise NotImplementedError(f"{op}: {name}={mode} (quantization) is not implemented on the CPU simulator")
+    return _fused(op, query, key, value, atten_mask, actual_seq_qlen, actual_seq_kvlen, block_table, query_rope,
+                  key_rope, num_heads=num_query_heads, num_key_value_heads=num_key_value_heads, scale=softmax_scale,
+                  pre_tokens=pre_tokens, next_tokens=next_tokens, input_layout=input_layout, sparse_mode=sparse_mode,
+                  inner_precise=inner_precise, block_size=block_size, lse_flag=return_softmax_lse)
 
 
 KERNELS = {
     "npu_fusion_attention": npu_fusion_attention,
     "npu_prompt_flash_attention": npu_prompt_flash_attention,
     "npu_incre_flash_attention": npu_incre_flash_attention,
+    "npu_fused_infer_attention_score": npu_fused_infer_attention_score,
+    "npu_fused_infer_attention_score_v2": npu_fused_infer_attention_score_v2,
 }

@@ -24,24 +24,15 @@ non-zero q_start_idx / kv_start_idx, and rows that are entirely masked (CANN's r
 depends on inner_precise; no definition was found to follow). ``inner_precise`` changes only
 fully masked rows (value 2) and the NPU's internal precision, so values 0-2 give these results.
 
-PromptFlashAttention / IncreFlashAttention (CANN ops-transformer; torch_npu's
-``npu_prompt_flash_attention`` / ``npu_incre_flash_attention`` docs) use the same attention:
-layouts BSH, BSND, BNSD (and BNSD_BSND, read BNSD and written BSND, for the prompt op), GQA
-through ``num_key_value_heads``, masks bool/int8/uint8 (the converter turns a float16 mask into
-uint8). The prompt op takes sparse_mode 0-4 as above (mode 0 with a mask also applies the band
-of pre_tokens/next_tokens) and gives zeros when key/value have no positions (documented). The
-decode op masks key positions at or after ``actual_seq_lengths[b]``. Refused naming the node:
-quantization inputs, pse_shift, the prompt op's actual_seq_lengths(_kv), key/value lists, paged
-or left-padded caches (block_table, block_size, kv_padding_size). ``inner_precise`` selects the
-NPU's internal precision (0-3 for the prompt op: 2/3 also correct fully masked rows, refused
-above) and does not change float32 results.
+PromptFlashAttention, IncreFlashAttention and FusedInferAttentionScore use `attention` and `band`
+through ``infer_attention.py`` (per-batch lengths, PagedAttention) and ``infer_attention_kernels.py``.
 """
 from __future__ import annotations
 
 import torch
 
 from ...registry import ge_kernel, refuse
-from ..common import int_list, opmath, require_dtype
+from ..common import int_list, opmath
 
 _COMPRESSED_MASK = 2048
 _ROW_MAX_COPIES = 8  # CANN stores softmax max/sum repeated 8 times per row (32-byte blocks)
@@ -175,137 +166,3 @@ def flash_attention_score(query, key, value, real_shift, drop_mask, padding_mask
         refuse(str(error))
     return (softmax_stats(row_max), softmax_stats(row_sum), query.new_empty([0]),
             from_bnsd(out, layout).to(query.dtype).contiguous())
-
-
-# ---- inference attention: PromptFlashAttention (full sequence) and IncreFlashAttention (decode) ----
-
-INFER_MASK_DTYPES = (torch.bool, torch.int8, torch.uint8)
-
-
-def _heads_and_layouts(layout, num_heads, num_key_value_heads):
-    """(input layout, output layout, key/value heads); BNSD_BSND reads BNSD and writes BSND."""
-    if num_heads <= 0:
-        raise AttentionError(f"num_heads={num_heads} must be positive")
-    kv = num_key_value_heads or num_heads  # 0 means as many as the query (documented)
-    if layout == "BNSD_BSND":
-        return "BNSD", "BSND", kv
-    if layout not in ("BSH", "BSND", "BNSD"):
-        raise AttentionError(f"input_layout {layout!r} is not implemented (BSH, BSND, BNSD, BNSD_BSND are)")
-    return layout, layout, kv
-
-
-def _bnsd_inputs(query, key, value, layout, num_heads, kv):
-    q, k, v = to_bnsd(query, layout, num_heads), to_bnsd(key, layout, kv), to_bnsd(value, layout, kv)
-    if q.shape[1] != num_heads or k.shape[1] != kv:
-        raise AttentionError(f"the tensors have {q.shape[1]} query / {k.shape[1]} key heads, "
-                             f"num_heads={num_heads}, key/value heads={kv}")
-    return q, k, v
-
-
-def prompt_attention(query, key, value, atten_mask, *, num_heads, scale_value, pre_tokens, next_tokens, input_layout,
-                     num_key_value_heads, sparse_mode):
-    """PromptFlashAttention: softmax(scale * q k^T, masked) v in the query dtype (key/value S of 0:
-    zeros, documented)."""
-    in_layout, out_layout, kv = _heads_and_layouts(input_layout, num_heads, num_key_value_heads)
-    q, k, v = _bnsd_inputs(query, key, value, in_layout, num_heads, kv)
-    if k.shape[2] == 0:
-        out = q.new_zeros(*q.shape[:3], v.shape[3], dtype=torch.float32)
-    else:
-        masked = sparse_mask(atten_mask, sparse_mode, pre_tokens, next_tokens, q.shape[2], k.shape[2],
-                             INFER_MASK_DTYPES)
-        out = attention(q, k, v, scale_value, masked)[0]
-    return from_bnsd(out, out_layout).to(query.dtype).contiguous()
-
-
-def incre_attention(query, key, value, atten_mask, actual_seq_lengths, *, num_heads, scale_value, input_layout,
-                    num_key_value_heads):
-    """IncreFlashAttention: one query token per batch against the key/value cache; keys at or after
-    actual_seq_lengths[b] (one value for all batches, or the first B values) do not take part."""
-    in_layout, out_layout, kv = _heads_and_layouts(input_layout, num_heads, num_key_value_heads)
-    if input_layout == "BNSD_BSND":
-        raise AttentionError("input_layout 'BNSD_BSND' is not an IncreFlashAttention layout")
-    q, k, v = _bnsd_inputs(query, key, value, in_layout, num_heads, kv)
-    batch, skv = q.shape[0], k.shape[2]
-    masked = None
-    if atten_mask is not None:
-        if atten_mask.dtype not in INFER_MASK_DTYPES:
-            raise AttentionError(f"atten_mask must be bool, int8 or uint8, got {atten_mask.dtype}")
-        given = atten_mask != 0
-        if given.dim() == 2:      # (B, Skv)
-            given = given[:, None, None, :]
-        elif given.dim() == 3:    # (B, 1, Skv)
-            given = given[:, None]
-        if given.dim() != 4 or given.shape[-1] != skv:
-            raise AttentionError(f"atten_mask of shape {tuple(atten_mask.shape)} does not end in Skv={skv}")
-        masked = given
-    if actual_seq_lengths is not None:
-        lengths = list(actual_seq_lengths)
-        if len(lengths) == 1:
-            lengths = lengths * batch
-        if len(lengths) < batch or any(not 0 <= n <= skv for n in lengths[:batch]):
-            raise AttentionError(f"actual_seq_lengths {lengths} must give 0..{skv} for each of {batch} batches")
-        beyond = torch.arange(skv)[None, :] >= torch.tensor(lengths[:batch])[:, None]
-        beyond = beyond[:, None, None, :]
-        masked = beyond if masked is None else masked | beyond
-    out = attention(q, k, v, scale_value, masked)[0]
-    return from_bnsd(out, out_layout).to(query.dtype).contiguous()
-
-
-def _refuse_given(given, why):
-    for name, tensor in given:
-        if tensor is not None:
-            refuse(f"{name} is not implemented on the simulator ({why})")
-
-
-_INFER_TYPES = (torch.float16, torch.bfloat16, torch.float32)
-
-
-@ge_kernel("PromptFlashAttention", accepts={"query": _INFER_TYPES, "key": _INFER_TYPES, "value": _INFER_TYPES})
-def prompt_flash_attention(query, key, value, pse_shift, atten_mask, actual_seq_lengths, actual_seq_lengths_kv,
-                           deq_scale1, quant_scale1, deq_scale2, quant_scale2, quant_offset2, *, num_heads,
-                           scale_value, pre_tokens, next_tokens, input_layout, num_key_value_heads, sparse_mode,
-                           inner_precise):
-    _refuse_given((("deq_scale1", deq_scale1), ("quant_scale1", quant_scale1), ("deq_scale2", deq_scale2),
-                   ("quant_scale2", quant_scale2), ("quant_offset2", quant_offset2)), "quantization")
-    _refuse_given((("pse_shift", pse_shift),), "position shift")
-    _refuse_given((("actual_seq_lengths", actual_seq_lengths), ("actual_seq_lengths_kv", actual_seq_lengths_kv)),
-                  "variable lengths")
-    if inner_precise not in (0, 1, 2, 3):
-        refuse(f"inner_precise={inner_precise} is not a CANN value (0-3)")
-    try:
-        return prompt_attention(
-            query, key, value, atten_mask, num_heads=num_heads, scale_value=scale_value, pre_tokens=pre_tokens,
-            next_tokens=next_tokens, input_layout=input_layout, num_key_value_heads=num_key_value_heads,
-            sparse_mode=sparse_mode)
-    except AttentionError as error:
-        refuse(str(error))
-
-
-@ge_kernel("IncreFlashAttention")
-def incre_flash_attention(query, key, value, pse_shift, atten_mask, actual_seq_lengths, dequant_scale1, quant_scale1,
-                          dequant_scale2, quant_scale2, quant_offset2, antiquant_scale, antiquant_offset, block_table,
-                          kv_padding_size, *, num_heads, scale_value, input_layout, num_key_value_heads, block_size,
-                          inner_precise):
-    """key and value are GE lists (DYNAMIC_INPUT): one tensor each is implemented."""
-    if len(key) != 1 or len(value) != 1:
-        refuse(f"{len(key)} key / {len(value)} value tensors: only one of each (no key/value list) is implemented")
-    for name, tensor in (("query", query), ("key", key[0]), ("value", value[0])):
-        require_dtype(name, tensor, _INFER_TYPES)
-    _refuse_given((("dequant_scale1", dequant_scale1), ("quant_scale1", quant_scale1),
-                   ("dequant_scale2", dequant_scale2), ("quant_scale2", quant_scale2),
-                   ("quant_offset2", quant_offset2), ("antiquant_scale", antiquant_scale),
-                   ("antiquant_offset", antiquant_offset)), "quantization")
-    _refuse_given((("pse_shift", pse_shift),), "position shift")
-    _refuse_given((("block_table", block_table), ("kv_padding_size", kv_padding_size)),
-                  "paged / left-padded key-value cache")
-    if block_size:
-        refuse(f"block_size={block_size} (paged attention) is not implemented on the simulator")
-    if inner_precise not in (0, 1):
-        refuse(f"inner_precise={inner_precise} is not a CANN value (0, 1)")
-    try:
-        return incre_attention(
-            query, key[0], value[0], atten_mask, None if actual_seq_lengths is None else int_list(actual_seq_lengths),
-            num_heads=num_heads, scale_value=scale_value, input_layout=input_layout,
-            num_key_value_heads=num_key_value_heads)
-    except AttentionError as error:
-        refuse(str(error))

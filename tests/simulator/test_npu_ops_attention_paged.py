@@ -1,0 +1,292 @@
+"""npu_fused_infer_attention_score (and _v2), npu_incre_flash_attention with a paged key/value cache and
+npu_prompt_flash_attention with actual sequence lengths, on the CPU simulator: eager against a
+head-by-head loop over gathered positions (not the code under test), and compiled through TorchAir's
+converters (FusedInferAttentionScore, IncreFlashAttention, PromptFlashAttention) against eager."""
+import pytest
+import torch
+
+from op_plugin._testing_harness import assert_close, check_compiled
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+npu = torch.ops.npu
+pytestmark = pytest.mark.usefixtures("torchair")
+
+
+def _loop_attention(q, k, v, keep, scale):
+    """q [N, s, D], k/v [KVN, n, D], keep [s, n] bool or None -> (out [N, s, Dv], lse [N, s]) in float64."""
+    heads, group = q.shape[0], q.shape[0] // k.shape[0]
+    out, lse = [], []
+    for h in range(heads):
+        scores = (q[h].double() @ k[h // group].double().T) * scale
+        if keep is not None:
+            scores = torch.where(keep, scores, torch.tensor(float("-inf"), dtype=torch.float64))
+        lse.append(torch.logsumexp(scores, dim=-1))
+        out.append(torch.softmax(scores, dim=-1) @ v[h // group].double())
+    return torch.stack(out), torch.stack(lse)
+
+
+def _to_layout(bnsd, layout):
+    if layout == "BNSD":
+        return bnsd.contiguous()
+    bsnd = bnsd.transpose(1, 2).contiguous()
+    return bsnd if layout == "BSND" else bsnd.reshape(bsnd.shape[0], bsnd.shape[1], -1)
+
+
+def _page(kv, lengths, block_size, blocks_per_batch, as_bnbsd, generator):
+    """Scatter kv [B, KVN, S, D] into a shuffled block pool: returns (pool, block_table int32)."""
+    b, kvn, _, d = kv.shape
+    total = b * blocks_per_batch + 2  # two blocks nobody uses, filled with noise
+    order = torch.randperm(total, generator=generator)
+    table = order[:b * blocks_per_batch].reshape(b, blocks_per_batch).to(torch.int32)
+    pool = torch.randn(total, block_size, kvn, d, generator=generator).to(kv.dtype)
+    for batch in range(b):
+        for pos in range(lengths[batch]):  # one position at a time: block table[b, pos // bs], row pos % bs
+            pool[table[batch, pos // block_size], pos % block_size] = kv[batch, :, pos]
+    if as_bnbsd:
+        return pool.permute(0, 2, 1, 3).contiguous(), table
+    return pool.reshape(total, block_size, kvn * d), table
+
+
+def _inputs(b, n, kvn, sq, skv, d, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, n, sq, d, generator=g).to(dtype), torch.randn(b, kvn, skv, d, generator=g).to(dtype),
+            torch.randn(b, kvn, skv, d, generator=g).to(dtype), g)
+
+
+def _expected(q, k, v, q_lens, kv_lens, keep_fn, scale, out_layout):
+    """Oracle over BNSD inputs: rows past q_lens are 0, lse there +inf."""
+    b, n, sq, _ = q.shape
+    out = torch.zeros(b, n, sq, v.shape[-1], dtype=torch.float64)
+    lse = torch.full((b, n, sq, 1), float("inf"), dtype=torch.float64)
+    for batch in range(b):
+        s, m = q_lens[batch], kv_lens[batch]
+        keep = None if keep_fn is None else keep_fn(batch, s, m)
+        o, l_ = _loop_attention(q[batch, :, :s], k[batch, :, :m], v[batch, :, :m], keep, scale)
+        out[batch, :, :s], lse[batch, :, :s, 0] = o, l_
+    return _to_layout(out, out_layout).to(q.dtype), lse.float()
+
+
+def _tril(rows, cols, shift):
+    i, j = torch.arange(rows)[:, None], torch.arange(cols)[None, :]
+    return j - i <= shift
+
+
+# ---- prompt branch (Q_S > 1) ----
+
+PROMPT_CASES = [  # layout, B, N, KVN, Sq, Skv, D, actual q, actual kv, mask kind
+    ("BSH", 2, 4, 4, 5, 7, 8, None, None, None),
+    ("BSND", 2, 4, 2, 6, 6, 8, [4, 6], [5, 3], None),
+    ("BNSD", 2, 2, 1, 4, 9, 16, [3], [9, 6], "mode3"),
+    ("BNSD", 3, 4, 2, 5, 5, 8, [5, 2, 4], [5, 4, 5], "bool_b1ss"),
+    ("BSH", 1, 2, 2, 6, 8, 8, None, [7], "mode0_band"),
+    ("BNSD_BSND", 2, 2, 2, 4, 4, 8, [2, 4], None, "mode2"),
+]
+
+
+def _prompt_mask(kind, b, sq, skv, generator):
+    """(atten_mask, sparse_mode/token kwargs, keep(batch, rows, cols))."""
+    if kind is None:
+        return None, {}, None
+    if kind in ("mode2", "mode3"):
+        mode = int(kind[-1])
+        shift = (lambda rows, cols: 0) if mode == 2 else (lambda rows, cols: cols - rows)
+        return (torch.ones(2048, 2048, dtype=torch.bool).triu(1), dict(sparse_mode=mode),
+                lambda batch, rows, cols: _tril(rows, cols, shift(rows, cols)))
+    if kind == "bool_b1ss":
+        mask = torch.rand(b, 1, sq + 3, skv + 5, generator=generator) > 0.6  # padded: read from the top-left
+        mask[..., 0] = False
+        return mask, dict(sparse_mode=1), lambda batch, rows, cols: ~mask[batch, 0, :rows, :cols]
+    mask = torch.zeros(sq, skv, dtype=torch.bool)  # mode0_band: the band alone
+    i, j = torch.arange(sq)[:, None], torch.arange(skv)[None, :]
+    return (mask, dict(pre_tokens=2, next_tokens=1),
+            lambda batch, rows, cols: ((j - i <= 1) & (j - i >= -2))[:rows, :cols])
+
+
+@pytest.mark.parametrize("dtype", (F16, BF16))
+@pytest.mark.parametrize("prompt", PROMPT_CASES, ids=lambda c: f"{c[0]}-{c[9]}-{c[7]}-{c[8]}")
+def test_fused_infer_attention_prompt(prompt, dtype):
+    layout, b, n, kvn, sq, skv, d, act_q, act_kv, kind = prompt
+    q, k, v, g = _inputs(b, n, kvn, sq, skv, d, dtype)
+    mask, extra, keep = _prompt_mask(kind, b, sq, skv, g)
+    in_layout, out_layout = ("BNSD", "BSND") if layout == "BNSD_BSND" else (layout, layout)
+    q_lens = [sq] * b if act_q is None else (act_q * b)[:b] if len(act_q) == 1 else act_q
+    kv_lens = [skv] * b if act_kv is None else (act_kv * b)[:b] if len(act_kv) == 1 else act_kv
+    out, lse = npu.npu_fused_infer_attention_score(
+        _to_layout(q, in_layout), _to_layout(k, in_layout), _to_layout(v, in_layout), atten_mask=mask,
+        actual_seq_lengths=act_q, actual_seq_lengths_kv=act_kv, num_heads=n, num_key_value_heads=kvn, scale=0.3,
+        input_layout=layout, softmax_lse_flag=True, **extra)
+    want, want_lse = _expected(q, k, v, q_lens, kv_lens, keep, 0.3, out_layout)
+    assert_close(out, want, "npu_ops")
+    assert_close(lse, want_lse, "npu_ops", dtype=dtype)
+
+
+@pytest.mark.parametrize("prompt", PROMPT_CASES[1:4], ids=lambda c: f"{c[0]}-{c[9]}")
+def test_fused_infer_attention_prompt_compiled(prompt):
+    layout, b, n, kvn, sq, skv, d, act_q, act_kv, kind = prompt
+    q, k, v, g = _inputs(b, n, kvn, sq, skv, d, F16)
+    mask, extra, _ = _prompt_mask(kind, b, sq, skv, g)
+    in_layout = "BNSD" if layout == "BNSD_BSND" else layout
+
+    def fn(q, k, v, *m):
+        return npu.npu_fused_infer_attention_score(
+            q, k, v, atten_mask=m[0] if m else None, actual_seq_lengths=act_q, actual_seq_lengths_kv=act_kv,
+            num_heads=n, num_key_value_heads=kvn, scale=0.3, input_layout=layout, softmax_lse_flag=True, **extra)
+
+    args = tuple(_to_layout(t, in_layout) for t in (q, k, v)) + (() if mask is None else (mask,))
+    check_compiled(fn, args, "FusedInferAttentionScore", kind="npu_ops")
+
+
+# ---- decode branch (Q_S == 1) with PagedAttention ----
+
+DECODE_CASES = [  # layout, B, N, KVN, D, block_size, blocks per batch, kv lengths, cache (blocknum, KVN, bs, D)
+    ("BSH", 3, 4, 2, 8, 4, 3, [5, 12, 1], False),
+    ("BSND", 2, 4, 4, 16, 8, 2, [9, 16], False),
+    ("BNSD", 2, 8, 2, 8, 4, 4, [13, 7], True),
+    ("BNSD", 4, 2, 1, 8, 16, 1, [3], False),
+]
+
+
+def _decode_inputs(case, dtype, seed=1):
+    layout, b, n, kvn, d, bs, per_batch, lengths, bnbsd = case
+    q, k, v, g = _inputs(b, n, kvn, 1, bs * per_batch, d, dtype, seed)
+    kv_lens = (lengths * b)[:b] if len(lengths) == 1 else lengths
+    k_pool, table = _page(k, kv_lens, bs, per_batch, bnbsd, g)
+    # the value pool follows the key pool's block table
+    pool4 = torch.randn(k_pool.shape, generator=g).to(dtype)
+    view = pool4.reshape(pool4.shape[0], kvn, bs, d).permute(0, 2, 1, 3) if bnbsd else \
+        pool4.reshape(pool4.shape[0], bs, kvn, d)
+    for batch in range(b):
+        for pos in range(kv_lens[batch]):
+            view[table[batch, pos // bs], pos % bs] = v[batch, :, pos]
+    return _to_layout(q, layout), q, k, v, k_pool, pool4, table, kv_lens
+
+
+@pytest.mark.parametrize("dtype", (F16, BF16))
+@pytest.mark.parametrize("paged", DECODE_CASES, ids=lambda c: f"{c[0]}-bs{c[5]}-{'BnNBsD' if c[8] else 'BnBsH'}")
+def test_fused_infer_attention_paged_decode(paged, dtype):
+    layout, b, n, kvn, d, bs, per_batch, lengths, bnbsd = paged
+    query, q, k, v, k_pool, v_pool, table, kv_lens = _decode_inputs(paged, dtype)
+    mask = torch.rand(b, bs * per_batch) > 0.7
+    mask[:, 0] = False
+    out, lse = npu.npu_fused_infer_attention_score(
+        query, k_pool, v_pool, atten_mask=mask, block_table=table, block_size=bs, actual_seq_lengths_kv=lengths,
+        num_heads=n, num_key_value_heads=kvn, scale=0.25, input_layout=layout, softmax_lse_flag=True,
+        sparse_mode=3, pre_tokens=0, next_tokens=0)  # Q_S == 1: sparse_mode and tokens are ignored (documented)
+    want, want_lse = _expected(q, k, v, [1] * b, kv_lens, lambda batch, rows, cols: ~mask[batch, :cols][None],
+                               0.25, layout)
+    assert_close(out, want, "npu_ops")
+    assert_close(lse, want_lse, "npu_ops", dtype=dtype)
+    inc = npu.npu_incre_flash_attention(query, k_pool, v_pool, atten_mask=mask, block_table=table, block_size=bs,
+                                        actual_seq_lengths=lengths, num_heads=n, num_key_value_heads=kvn,
+                                        scale_value=0.25, input_layout=layout)
+    assert_close(inc, want, "npu_ops")
+    out2, lse2 = npu.npu_fused_infer_attention_score_v2(
+        query, k_pool, v_pool, atten_mask=mask, block_table=table, block_size=bs, actual_seq_kvlen=lengths,
+        num_query_heads=n, num_key_value_heads=kvn, softmax_scale=0.25, input_layout=layout, return_softmax_lse=True)
+    assert_close((out2, lse2), (want, want_lse), "npu_ops", dtype=dtype)
+
+
+_V2_IMPORTS_TORCH_NPU = pytest.mark.xfail(
+    strict=True, raises=Exception, reason="TorchAir's v2 converter runs `import torch_npu`, which a CPU host lacks "
+    "(the hosting layer gives no torch_npu module to converters; 18 custom converters do this)")
+
+
+@pytest.mark.parametrize("op", ["fused", pytest.param("fused_v2", marks=_V2_IMPORTS_TORCH_NPU), "incre"])
+@pytest.mark.parametrize("paged", DECODE_CASES[:3], ids=lambda c: f"{c[0]}-bs{c[5]}")
+def test_paged_decode_compiled(paged, op):
+    layout, b, n, kvn, d, bs, per_batch, lengths, bnbsd = paged
+    query, _, _, _, k_pool, v_pool, table, _ = _decode_inputs(paged, F16)
+
+    def fn(q, kp, vp, t):
+        if op == "incre":
+            return npu.npu_incre_flash_attention(q, kp, vp, block_table=t, block_size=bs, actual_seq_lengths=lengths,
+                                                 num_heads=n, num_key_value_heads=kvn, scale_value=0.25,
+                                                 input_layout=layout)
+        if op == "fused_v2":
+            return npu.npu_fused_infer_attention_score_v2(
+                q, kp, vp, block_table=t, block_size=bs, actual_seq_kvlen=lengths, num_query_heads=n,
+                num_key_value_heads=kvn, softmax_scale=0.25, input_layout=layout, return_softmax_lse=True)
+        return npu.npu_fused_infer_attention_score(
+            q, kp, vp, block_table=t, block_size=bs, actual_seq_lengths_kv=lengths, num_heads=n,
+            num_key_value_heads=kvn, scale=0.25, input_layout=layout, softmax_lse_flag=True)
+
+    ge_type = "IncreFlashAttention" if op == "incre" else "FusedInferAttentionScore"
+    check_compiled(fn, (query, k_pool, v_pool, table), ge_type, kind="npu_ops")
+
+
+# ---- npu_prompt_flash_attention with actual lengths; TND; MLA rope; refusals ----
+
+def test_prompt_flash_attention_actual_lengths_eager_and_compiled():
+    b, n, kvn, sq, skv, d = 3, 4, 2, 5, 7, 8
+    q, k, v, _ = _inputs(b, n, kvn, sq, skv, d, F16, seed=3)
+    act_q, act_kv = [5, 2, 4], [7, 3, 6]
+    mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+
+    def fn(q, k, v, m):
+        return npu.npu_prompt_flash_attention(q, k, v, atten_mask=m, actual_seq_lengths=act_q,
+                                              actual_seq_lengths_kv=act_kv, num_heads=n, num_key_value_heads=kvn,
+                                              scale_value=0.3, input_layout="BNSD", sparse_mode=3)
+
+    want = _expected(q, k, v, act_q, act_kv, lambda batch, rows, cols: _tril(rows, cols, cols - rows), 0.3,
+                     "BNSD")[0]
+    assert_close(fn(q, k, v, mask), want, "npu_ops")
+    check_compiled(fn, (q, k, v, mask), "PromptFlashAttention", kind="npu_ops")
+
+
+def test_fused_infer_attention_tnd():
+    n, d, q_lens, kv_lens = 2, 8, [3, 1, 4], [5, 2, 4]
+    g = torch.Generator().manual_seed(5)
+    qs = [torch.randn(n, s, d, generator=g).to(BF16) for s in q_lens]
+    ks = [torch.randn(n, s, d, generator=g).to(BF16) for s in kv_lens]
+    vs = [torch.randn(n, s, d, generator=g).to(BF16) for s in kv_lens]
+    tnd = [torch.cat([t.transpose(0, 1) for t in ts]) for ts in (qs, ks, vs)]
+    cum = [list(torch.tensor(lens).cumsum(0).tolist()) for lens in (q_lens, kv_lens)]
+    mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+    out, lse = npu.npu_fused_infer_attention_score(*tnd, atten_mask=mask, actual_seq_lengths=cum[0],
+                                                   actual_seq_lengths_kv=cum[1], num_heads=n, scale=0.5,
+                                                   input_layout="TND", sparse_mode=3, softmax_lse_flag=True)
+    parts = [_loop_attention(q, k, v, _tril(q.shape[1], k.shape[1], k.shape[1] - q.shape[1]), 0.5)
+             for q, k, v in zip(qs, ks, vs, strict=True)]
+    assert_close(out, torch.cat([o.transpose(0, 1) for o, _ in parts]).to(BF16), "npu_ops")
+    assert_close(lse, torch.cat([l_.transpose(0, 1) for _, l_ in parts]).unsqueeze(-1).float(), "npu_ops", dtype=BF16)
+
+
+def test_fused_infer_attention_mla_rope_adds_its_scores():
+    b, n, d, dr, skv = 2, 4, 16, 8, 6
+    g = torch.Generator().manual_seed(9)
+    q, qr = torch.randn(b, n, 1, d, generator=g).to(F16), torch.randn(b, n, 1, dr, generator=g).to(F16)
+    k, kr = torch.randn(b, 1, skv, d, generator=g).to(F16), torch.randn(b, 1, skv, dr, generator=g).to(F16)
+    out, _ = npu.npu_fused_infer_attention_score(q, k, k, query_rope=qr, key_rope=kr, num_heads=n,
+                                                 num_key_value_heads=1, scale=0.2, input_layout="BNSD")
+    want = [(_loop_attention(torch.cat([q[i], qr[i]], -1), torch.cat([k[i], kr[i]], -1), k[i], None, 0.2)[0])
+            for i in range(b)]
+    assert_close(out, torch.stack(want).to(F16), "npu_ops")
+
+
+REFUSALS = {  # kwargs -> error match
+    "antiquant": (dict(antiquant_scale=torch.ones(2)), NotImplementedError, "antiquant_scale"),
+    "pse_shift": (dict(pse_shift=torch.zeros(1, 2, 1, 4, dtype=F16)), NotImplementedError, "pse_shift"),
+    "left_padding": (dict(kv_padding_size=torch.zeros(1, dtype=torch.int64)), NotImplementedError, "kv_padding"),
+    "nz_cache": (dict(block_table=torch.zeros(1, 1, dtype=torch.int32), block_size=4, actual_seq_lengths_kv=[4],
+                      nz=True), ValueError, "NZ layout"),
+    "no_kv_lengths": (dict(block_table=torch.zeros(1, 1, dtype=torch.int32), block_size=4), ValueError,
+                      "needs actual_seq_lengths_kv"),
+    "sparse_mode_6": (dict(sparse_mode=6, sq=3), ValueError, "sparse_mode 6"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_fused_infer_attention_refusals(name):
+    kwargs, error, match = dict(REFUSALS[name][0]), REFUSALS[name][1], REFUSALS[name][2]
+    sq = kwargs.pop("sq", 1)
+    q, k = torch.randn(1, 2, sq, 8).to(F16), torch.randn(1, 2, 4, 8).to(F16)
+    if kwargs.pop("nz", False):
+        k = torch.randn(1, 2, 1, 4, 8).to(F16)
+    with pytest.raises(error, match=match):
+        npu.npu_fused_infer_attention_score(q, k, k, num_heads=2, input_layout="BNSD", **kwargs)
+
+
+def test_fused_infer_attention_takes_half_types_only():
+    q = torch.randn(1, 2, 1, 8)
+    with pytest.raises(TypeError, match="float16, bfloat16"):
+        npu.npu_fused_infer_attention_score(q, q, q, num_heads=2, input_layout="BNSD")
