@@ -1,0 +1,234 @@
+"""torch_npu's quantisation ops on the CPU host (issue 23): the reference kernels against oracles written
+element by element from CANN's formulas (Python ints and floats, banker's rounding by hand), the boundary
+cases (ties, saturation at -128/127, rows of zeros), and npugraph (TorchAir's converters onto DynamicQuant,
+DynamicQuantV2, AscendQuantV2, Quantize, QuantBatchMatmulV3, WeightQuantBatchMatmulV2) against eager."""
+import math
+
+import pytest
+import torch
+
+from op_plugin._testing_harness import check_compiled
+
+F16, BF16, F32, I8 = torch.float16, torch.bfloat16, torch.float32, torch.int8
+npu = torch.ops.npu
+pytestmark = pytest.mark.usefixtures("torchair")
+
+
+def _rint(value: float) -> int:
+    """Round half to even, written out (not torch.round)."""
+    low = math.floor(value)
+    frac = value - low
+    if frac > 0.5 or (frac == 0.5 and low % 2):
+        return low + 1
+    return low
+
+
+def _sat(value: int, low=-128, high=127) -> int:
+    return max(low, min(high, value))
+
+
+def _f32(value: float) -> float:
+    return torch.tensor(value, dtype=F32).item()
+
+
+def _dynamic_oracle(rows):
+    ys, scales = [], []
+    for row in rows:
+        absmax = max(abs(v) for v in row)
+        factor = _f32(127.0 / absmax)
+        ys.append([_sat(_rint(_f32(v * factor))) for v in row])
+        scales.append(_f32(absmax / 127.0))
+    return torch.tensor(ys, dtype=I8), torch.tensor(scales, dtype=F32)
+
+
+@pytest.mark.parametrize("dtype", (F16, BF16))
+def test_dynamic_quant_matches_the_formula_row_by_row(dtype):
+    x = torch.randn(2, 3, 16).to(dtype)
+    y, scale = npu.npu_dynamic_quant(x)
+    want_y, want_scale = _dynamic_oracle(x.float().reshape(-1, 16).tolist())
+    assert torch.equal(y.reshape(-1, 16), want_y)
+    torch.testing.assert_close(scale.reshape(-1), want_scale, rtol=2e-7, atol=0)
+    assert y.shape == x.shape and scale.shape == (2, 3)
+
+
+def test_dynamic_quant_rounds_ties_to_even():
+    # max 127 -> factor 1: 2.5 -> 2, -2.5 -> -2, 3.5 -> 4, 0.5 -> 0 (away from zero would give 3, -3, 4, 1)
+    x = torch.tensor([[127.0, 2.5, -2.5, 3.5, 0.5, -127.0]], dtype=F16)
+    y, scale = npu.npu_dynamic_quant(x)
+    assert y.tolist() == [[127, 2, -2, 4, 0, -127]]
+    assert scale.tolist() == [1.0]
+
+
+def test_dynamic_quant_smooth_scales_by_group():
+    x = torch.randn(5, 8).to(F16)
+    smooth = torch.rand(2, 8).add(0.5).to(F16)
+    group_index = torch.tensor([2, 5], dtype=torch.int32)
+    y, scale = npu.npu_dynamic_quant(x, smooth_scales=smooth, group_index=group_index)
+    rows = [[_f32(a * b) for a, b in zip(x[i].float().tolist(), smooth[0 if i < 2 else 1].float().tolist(),
+                                         strict=True)] for i in range(5)]
+    want_y, want_scale = _dynamic_oracle(rows)
+    assert torch.equal(y, want_y)
+    torch.testing.assert_close(scale, want_scale, rtol=2e-7, atol=0)
+
+
+def test_dynamic_quant_refusals():
+    with pytest.raises(ValueError, match="row.*of zeros"):
+        npu.npu_dynamic_quant(torch.zeros(2, 8, dtype=F16))
+    with pytest.raises(NotImplementedError, match="quint4x2"):
+        npu.npu_dynamic_quant(torch.randn(2, 8).half(), dst_type=torch.quint4x2)
+    with pytest.raises(ValueError, match="group_index"):
+        npu.npu_dynamic_quant(torch.randn(3, 8).half(), smooth_scales=torch.rand(2, 8).half(),
+                              group_index=torch.tensor([2, 2], dtype=torch.int32))
+
+
+def test_dynamic_quant_asymmetric_boundaries():
+    # row max 255, min 0: scale 1, offset -128: 0 -> -128, 255 -> 127, 2.5 -> rint(-125.5) = -126
+    x = torch.tensor([[0.0, 255.0, 2.5, 128.0], [1.0, 1.0, 1.0, 1.0]], dtype=F16)
+    y, scale, offset = npu.npu_dynamic_quant_asymmetric(x)
+    assert y[0].tolist() == [-128, 127, -126, 0]
+    assert scale[0].item() == 1.0 and offset[0].item() == -128.0
+    # a constant row: the scale is floored at 1e-12 (CANN's epsilon), offset 127 - 1 / 1e-12; float32
+    # arithmetic then cancels the 127 (1e12 has an ulp of 65536)
+    eps = _f32(1e-12)
+    assert scale[1].item() == eps and offset[1].item() == _f32(127.0 - _f32(1.0 / eps))
+    value = _f32(_f32(1.0 * _f32(1.0 / eps)) + offset[1].item())
+    assert y[1].tolist() == [_sat(_rint(value))] * 4
+
+
+def test_quantize_multiply_mode_rounds_half_even_and_saturates():
+    x = torch.tensor([[2.5, 300.0, -300.0, -0.5], [1.5, -1.5, 0.49, 126.5]])
+    y = npu.npu_quantize(x, torch.tensor([1.0, 1.0, 1.0, 1.0]), None, torch.qint8, -1, False)
+    assert y.dtype == I8 and y.tolist() == [[2, 127, -128, 0], [2, -2, 0, 126]]
+
+
+@pytest.mark.parametrize("dtype, low, high", [(torch.qint8, -128, 127), (torch.quint8, 0, 255),
+                                              (torch.qint32, -2**31, 2**31 - 1)])
+def test_quantize_divide_mode_per_channel(dtype, low, high):
+    x = torch.randn(3, 4, 5) * 100
+    scales = torch.rand(4) + 0.1
+    zero_points = torch.tensor([0, 3, -7, 10], dtype=torch.int32)
+    y = npu.npu_quantize(x, scales, zero_points, dtype, 1, True)
+    for idx in [(i, c, k) for i in range(3) for c in range(4) for k in range(5)]:
+        value = _f32(_f32(x[idx].item() / scales[idx[1]].item()) + zero_points[idx[1]].item())
+        assert y[idx].item() == _sat(_rint(value), low, high), idx
+
+
+def _qmm_oracle(x1, x2, scale, pertoken=None, bias=None):
+    m, k = x1.shape
+    n = x2.shape[1]
+    out = torch.empty(m, n, dtype=F32)
+    for i in range(m):
+        for j in range(n):
+            acc = sum(int(x1[i, t]) * int(x2[t, j]) for t in range(k))   # Python ints: exact
+            if bias is not None and bias.dtype == torch.int32:
+                acc += int(bias[j])
+            value = _f32(float(acc) * scale[j % scale.numel()].item())
+            if pertoken is not None:
+                value = _f32(value * pertoken[i].item())
+            if bias is not None and bias.dtype != torch.int32:
+                value = _f32(value + bias[j].float().item())
+            out[i, j] = value
+    return out
+
+
+@pytest.mark.parametrize("out_dtype", (F16, BF16))
+def test_quant_matmul_integer_accumulate_then_scales(out_dtype):
+    x1 = torch.randint(-128, 128, (4, 32), dtype=I8)
+    x2 = torch.randint(-128, 128, (32, 6), dtype=I8)
+    x1[0] = -128
+    x2[:, 0] = -128   # acc = 32 * 16384: exact in int32, not in a float16 accumulation
+    scale, pertoken = torch.rand(6) / 1000, torch.rand(4)
+    got = npu.npu_quant_matmul(x1, x2, scale, pertoken_scale=pertoken, output_dtype=out_dtype)
+    assert got.dtype == out_dtype
+    assert torch.equal(got, _qmm_oracle(x1, x2, scale, pertoken).to(out_dtype))
+
+
+def test_quant_matmul_bias_orders():
+    x1, x2 = torch.randint(-128, 128, (3, 16), dtype=I8), torch.randint(-128, 128, (16, 5), dtype=I8)
+    scale = torch.rand(5) / 100
+    int_bias = torch.randint(-1000, 1000, (5,), dtype=torch.int32)
+    got = npu.npu_quant_matmul(x1, x2, scale, bias=int_bias, output_dtype=F16)
+    assert torch.equal(got, _qmm_oracle(x1, x2, scale, bias=int_bias).to(F16))
+    bf_bias, pertoken = torch.randn(5).to(BF16), torch.rand(3)
+    got = npu.npu_quant_matmul(x1, x2, scale, pertoken_scale=pertoken, bias=bf_bias, output_dtype=BF16)
+    assert torch.equal(got, _qmm_oracle(x1, x2, scale, pertoken, bf_bias).to(BF16))
+
+
+def test_quant_matmul_int64_scale_carries_float32_bits():
+    x1, x2 = torch.randint(-128, 128, (2, 8), dtype=I8), torch.randint(-128, 128, (8, 3), dtype=I8)
+    scale = torch.tensor([0.5, 0.25, 0.125])
+    packed = scale.view(torch.int32).to(torch.int64)
+    assert torch.equal(npu.npu_quant_matmul(x1, x2, packed, output_dtype=F16),
+                       npu.npu_quant_matmul(x1, x2, scale, output_dtype=F16))
+
+
+def test_quant_matmul_refusals():
+    x1, x2 = torch.randint(-5, 5, (2, 8), dtype=I8), torch.randint(-5, 5, (8, 3), dtype=I8)
+    with pytest.raises(NotImplementedError, match="output_dtype"):
+        npu.npu_quant_matmul(x1, x2, torch.rand(3))   # int8 output: the fixpipe's rounding is undocumented
+    with pytest.raises(NotImplementedError, match="int4"):
+        npu.npu_quant_matmul(x1.int(), x2.int(), torch.rand(3), output_dtype=F16)
+
+
+@pytest.mark.parametrize("group_size", (0, 32))
+def test_weight_quant_batchmatmul(group_size):
+    x = torch.randn(3, 64).to(F16)
+    w = torch.randint(-128, 128, (64, 4), dtype=I8)
+    shape = (2, 4) if group_size else (4,)
+    scale, offset = (torch.rand(shape) / 10).to(F16), torch.randn(shape).to(F16)
+    got = npu.npu_weight_quant_batchmatmul(x, w, scale, offset, antiquant_group_size=group_size)
+    deq = torch.empty(64, 4)
+    for t in range(64):
+        for j in range(4):
+            g = (t // 32, j) if group_size else (j,)
+            deq[t, j] = _f32((w[t, j].item() + offset[g].item()) * scale[g].item())
+    want = (x.float() @ deq.to(F16).float()).to(F16)
+    torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+
+
+# ---- npugraph (GE) against eager ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", (F16, BF16))
+def test_dynamic_quant_compiled(dtype):
+    x, smooth = torch.randn(4, 3, 16).to(dtype), torch.rand(16).add(0.5).to(dtype)
+    check_compiled(lambda x: npu.npu_dynamic_quant(x), (x,), "DynamicQuant", kind="npu_ops")
+    check_compiled(lambda x, s: npu.npu_dynamic_quant(x, smooth_scales=s), (x, smooth), "DynamicQuant",
+                   kind="npu_ops")
+    check_compiled(lambda x: npu.npu_dynamic_quant_asymmetric(x), (x,), "DynamicQuantV2", kind="npu_ops")
+    check_compiled(lambda x: npu.npu_dynamic_quant(x, quant_mode="pertensor"), (x,), "DynamicQuantV2",
+                   kind="npu_ops")
+
+
+def test_dynamic_quant_compiled_with_groups():
+    x, smooth = torch.randn(6, 8).half(), torch.rand(3, 8).add(0.5).half()
+    group_index = torch.tensor([1, 4, 6], dtype=torch.int32)
+    check_compiled(lambda x, s, g: npu.npu_dynamic_quant(x, smooth_scales=s, group_index=g), (x, smooth, group_index),
+                   "DynamicQuant", kind="npu_ops")
+
+
+def test_quantize_compiled():
+    x = torch.randn(4, 16) * 50
+    check_compiled(lambda x, s: npu.npu_quantize(x, s, None, torch.qint8, -1, False), (x, torch.rand(16)),
+                   "AscendQuantV2", kind="npu_ops")
+    zero_points = torch.randint(-5, 5, (16,), dtype=torch.int32)
+    check_compiled(lambda x, s, z: npu.npu_quantize(x, s, z, torch.qint8, 1, True), (x, torch.rand(16) + 0.1,
+                                                                                     zero_points),
+                   "Quantize", kind="npu_ops")
+
+
+@pytest.mark.parametrize("out_dtype", (F16, BF16))
+def test_quant_matmul_compiled(out_dtype):
+    x1, x2 = torch.randint(-128, 128, (5, 32), dtype=I8), torch.randint(-128, 128, (32, 8), dtype=I8)
+    scale, pertoken = torch.rand(8) / 1000, torch.rand(5)
+    check_compiled(lambda a, b, s, p: npu.npu_quant_matmul(a, b, s, pertoken_scale=p, output_dtype=out_dtype),
+                   (x1, x2, scale, pertoken), "QuantBatchMatmulV3", kind="npu_ops")
+    bias = torch.randint(-100, 100, (8,), dtype=torch.int32)
+    check_compiled(lambda a, b, s, c: npu.npu_quant_matmul(a, b, s, bias=c, output_dtype=out_dtype),
+                   (x1, x2, scale, bias), "QuantBatchMatmulV3", kind="npu_ops")
+
+
+def test_weight_quant_batchmatmul_compiled():
+    x, w = torch.randn(3, 64).half(), torch.randint(-128, 128, (64, 4), dtype=I8)
+    scale, offset = (torch.rand(2, 4) / 10).half(), torch.randn(2, 4).half()
+    check_compiled(lambda x, w, s, o: npu.npu_weight_quant_batchmatmul(x, w, s, o, antiquant_group_size=32),
+                   (x, w, scale, offset), "WeightQuantBatchMatmulV2", kind="npu_ops")
