@@ -12,6 +12,11 @@ there and in docs/torch-npu-ops.md) and names the op in every refusal:
   ``x_dtype`` (a reinterpretation as fp8/hifloat8/fp4) is refused;
 * ``npu_moe_finalize_routing(...)`` -> MoeFinalizeRouting(V2) (drop_pad_mode 0-3, k);
 * ``npu_moe_compute_expert_tokens(sorted, num_expert)`` -> MoeComputeExpertTokens;
+* ``npu_moe_token_permute(tokens, indices, num_out_tokens, padded_mode)``: MoeInitRoutingV3 with the
+  attrs aclnnMoeTokenPermute passes it on Ascend 950 (expert_num 10240, gather indices), cut to
+  num_out_tokens rows; experts >= 10240 and padded_mode are refused;
+* ``npu_moe_token_unpermute(permuted, sorted_indices, probs, ...)``: out[t] = sum_k probs[t, k] *
+  permuted[sorted_indices[t*K + k]], MoeFinalizeRoutingV2 with row-major indices (drop_pad_mode 2);
 * ``npu_grouped_matmul`` (both overloads) -> GroupedMatmul, non-quantised: the x/weight lists
   pairwise (split_item 0/1, group_type -1), x's rows grouped by group_list (split_item 2/3,
   group_type 0) or the K axis (group_type 2). The ``.List`` overload's int list is cumulative ends.
@@ -85,6 +90,39 @@ def npu_moe_compute_expert_tokens(sorted_expert_for_source_row, num_expert):
     return routing.compute_expert_tokens(sorted_expert_for_source_row, num_experts=num_expert)
 
 
+_PERMUTE_EXPERTS = 10240  # aclnnMoeTokenPermute's MoeInitRoutingV3 call: expert_num and range [0, 10240)
+
+
+def permuted_rows(num_out_tokens, total):
+    """npu_moe_token_permute's output rows (its Meta): all for None/0, the first n for n > 0, total + n for n < 0."""
+    n = num_out_tokens or 0
+    return min(n, total) if n > 0 else n + total
+
+
+@_named("npu_moe_token_permute")
+def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=False):
+    if padded_mode:
+        raise KernelError("padded_mode=True is not supported by CANN (only False)")
+    if indices.dtype not in (torch.int32, torch.int64) or indices.dim() not in (1, 2):
+        raise KernelError(f"indices must be 1-D or 2-D int32/int64, got {indices.dtype} {list(indices.shape)}")
+    experts = indices.reshape(indices.shape[0], -1).to(torch.int32)
+    if experts.numel() and (int(experts.min()) < 0 or int(experts.max()) >= _PERMUTE_EXPERTS):
+        raise KernelError(f"expert indices outside [0, {_PERMUTE_EXPERTS}): Ascend 950's path drops them, A2/A3's "
+                          "kernel sorts them; not simulated")
+    expanded, sorted_indices, _, _ = routing.init_routing_v3(
+        tokens, experts, None, None, active_num=0, expert_capacity=0, expert_num=_PERMUTE_EXPERTS, drop_pad_mode=0,
+        expert_tokens_num_type=1, expert_tokens_num_flag=True, quant_mode=-1,
+        active_expert_range=[0, _PERMUTE_EXPERTS], row_idx_type=0)
+    return expanded[:permuted_rows(num_out_tokens, experts.numel())].contiguous(), sorted_indices
+
+
+@_named("npu_moe_token_unpermute")
+def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_mode=False, restore_shape=None):
+    if padded_mode or restore_shape is not None:
+        raise KernelError("padded_mode=True / restore_shape are not supported by CANN (only False / None)")
+    return routing.finalize_routing(permuted_tokens, sorted_indices, None, None, None, probs, None, 2, 1)
+
+
 def _grouped_matmul(x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale, group_list,
                     split_item, group_type, group_list_type, act_type, unsupported):
     for name, value in unsupported.items():
@@ -136,6 +174,8 @@ KERNELS = {
     "npu_moe_init_routing_v2": npu_moe_init_routing_v2,
     "npu_moe_finalize_routing": npu_moe_finalize_routing,
     "npu_moe_compute_expert_tokens": npu_moe_compute_expert_tokens,
+    "npu_moe_token_permute": npu_moe_token_permute,
+    "npu_moe_token_unpermute": npu_moe_token_unpermute,
     "npu_grouped_matmul": npu_grouped_matmul,
     "npu_grouped_matmul.List": npu_grouped_matmul_list,
 }
