@@ -16,5 +16,12 @@ backend; TorchAir only as the module handed to `install_converters`.
 """
 # The converter modules declare op_plugin's converters in `registry` when imported: importing any
 # part of the lowering makes the registry complete.
-from . import aten_completions, aten_converters, moe_converters, numeric_corrections  # noqa: F401
-from . import quant_converters  # noqa: F401  (torch_npu's quantised matmul)
+from . import (  # noqa: F401
+    aten_completions,
+    aten_converters,
+    collective_converters,
+    moe_converters,
+    numeric_corrections,
+    quant_converters,
+    vision_converters,
+)
