@@ -15,7 +15,7 @@ On the simulator, dynamo's graph is first made the one an Ascend host traces
 (`_simulator.npu.dispatch`); on both hosts the numeric corrections of TorchAir's lowering apply
 unless `torchair_gelu=True` (docs/npu-faithful-lowering.md).
 
-May import: `op_plugin._base`, `_lowering`, `_simulator` (only its lazily loaded names, and the
+May import: `op_plugin._base`, `_registry`, `_lowering`, `_simulator` (only its lazily loaded names, and the
 SoC list of `_simulator.npu.dispatch`, which needs nothing but torch), torch.
 Never the tools.
 """
@@ -37,6 +37,7 @@ from . import _simulator
 from ._base.errors import OpPluginError
 from ._lowering.install import install_converters, refresh_library_converters
 from ._lowering.numeric_corrections import keep_torchair_lowering
+from ._registry.fake_overrides import warn_replaced_fakes
 from ._simulator.npu.dispatch import SOCS
 
 Mode = Literal["ge", "aclgraph"]
@@ -248,6 +249,7 @@ def load_torchair() -> Any:
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGraphConfig,
                   force_simulator: bool = False) -> Callable:
     torchair, simulated = load_torchair_for_host(force_simulator)
+    warn_replaced_fakes()  # a user's torch.library.register_fake on a YAML op: theirs is used, said once
     if simulated:
         from ._simulator.npu.dispatch import rewrite_for_npu
 

@@ -318,7 +318,7 @@ def _declared_cases(args) -> int:
 
 
 def _test(args) -> int:
-    from ._tools.user_tests import failure_text, run_yaml_checks, summary_table
+    from ._tools.user_tests import error_detail, failure_text, notes, run_yaml_checks, summary_table
     from ._tools.user_checks import CHECKS
 
     unknown = [c for c in args.check or [] if c not in CHECKS]
@@ -326,17 +326,19 @@ def _test(args) -> int:
         print(f"error: unknown check(s) {unknown}; known: {', '.join(CHECKS)}", file=sys.stderr)
         return 2
     try:
-        outcomes = run_yaml_checks(args.file, args.python or [], args.check, args.op)
+        outcomes = run_yaml_checks(args.file, args.python or [], args.check, args.op, no_grad=args.no_grad)
     except Exception as exc:  # pylint: disable=broad-except  # a YAML or import error: one line, exit 2
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"error: {error_detail(exc)}", file=sys.stderr)
         return 2
     if not outcomes:
-        print(f"error: {args.file}: no op x sample to check (does each op have `samples:`?)", file=sys.stderr)
+        print(f"error: {args.file}: no op x sample to check (--op names no op of the file?)", file=sys.stderr)
         return 2
     print(summary_table(outcomes))
     failures = failure_text(outcomes)
     if failures:
         print("\n" + failures)
+    for note in notes(outcomes):
+        print(note)
     return 1 if any(o.failed for o in outcomes) else 0
 
 
@@ -387,6 +389,20 @@ def _compare(args) -> int:
     return 0 if report.first_divergent is None else 1
 
 
+class _VersionAction(argparse.Action):
+    """`--version`: op-plugin's version and the versions it runs with (torch, the torch-npu wheel whose
+    TorchAir the simulator runs, torch_npu when installed), one per line; computed only when asked."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):  # noqa: A002
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from ._tools.version_info import version_lines
+
+        print("\n".join(version_lines()))
+        parser.exit()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return args.run(args)
@@ -395,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="op-plugin",
                                      description="Custom NPU operators from YAML into PyTorch graph mode.")
+    parser.add_argument("--version", action=_VersionAction, help="show the versions of op-plugin, torch and the "
+                                                                "simulator's torch-npu wheel, and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("validate", help="check YAML op definitions without registering them")
     p.add_argument("files", nargs="+")
@@ -453,8 +471,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--python", action="append", metavar="MODULE",
                    help="import MODULE (or a .py file) first: your @reference/@meta/@backward pieces; repeatable")
     p.add_argument("--check", action="append", metavar="NAME",
-                   help="only this check (opcheck, meta, symbolic, npugraph, dynamic, backward); repeatable")
+                   help="only this check (opcheck, meta, symbolic, npugraph, dynamic, backward, oracle, golden); "
+                        "repeatable")
     p.add_argument("--op", action="append", metavar="NAME", help="only this op; repeatable")
+    p.add_argument("--no-grad", action="store_true",
+                   help="inference only: no input requires grad and the backward check is skipped (ops without a "
+                        "backward, in-place cache updates)")
     p.set_defaults(run=_test)
     p = sub.add_parser("compare", help="per FX node, where graph mode (GE on the simulator) departs from eager",
                        description="Import MODULE, call FACTORY() -> (model, example_inputs), compile with npugraph "

@@ -1,6 +1,7 @@
 """`load_yaml` and `unload`: read, validate, then register a file's ops, all or none."""
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ class LoadedFile:
 
     specs: tuple[OpSpec, ...]
     library: RegistrationHandle
+    path: Path | None = None     # the file, resolved
+    digest: str | None = None    # sha256 of its bytes when loaded
 
 
 _LOADED: dict[str, LoadedFile] = {}   # qualname -> the file that registered it
@@ -47,7 +50,13 @@ def load_yaml(path: str | Path) -> list[str]:
 
     The file is validated completely before anything is registered, and if any registration step
     fails, everything this call registered is removed again: a file registers all its ops or none.
+
+    Loading the same file again is a no-op that returns the same names (an import run twice, a
+    notebook cell run again); a file changed since it was loaded is an error naming what to do.
     """
+    again = _loaded_before(path)
+    if again is not None:
+        return [spec.qualname for spec in again.specs]
     specs = parse_yaml(path)
     already_loaded = [st.spec for st in loaded()]
     for index, spec in enumerate(specs):
@@ -71,10 +80,50 @@ def load_yaml(path: str | Path) -> list[str]:
             forget(st.qualname)
         library.destroy()
         raise
-    loaded_file = LoadedFile(specs, library)
+    resolved = Path(path).resolve()
+    loaded_file = LoadedFile(specs, library, resolved, _digest(resolved))
     for spec in specs:
         _LOADED[spec.qualname] = loaded_file
     return [spec.qualname for spec in specs]
+
+
+def is_loaded(name: str) -> bool:
+    """Whether a YAML op is registered now: `is_loaded("npu_layer_scale")` (or "npu::npu_layer_scale").
+    A YAML file's path works too: whether every op of that file was loaded from it."""
+    if isinstance(name, Path) or str(name).endswith((".yaml", ".yml")):
+        return _loaded_before(name, check_changed=False) is not None
+    st = find(name)
+    return st is not None and st.spec is not None
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _loaded_before(path: str | Path, check_changed: bool = True) -> LoadedFile | None:
+    """The LoadedFile of this very file when all its ops are still loaded from it; a file changed
+    since is an error (check_changed) or not loaded."""
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, RuntimeError):
+        return None
+    files = {id(f): f for f in _LOADED.values() if f.path == resolved}
+    if not files:
+        return None
+    (loaded_file, *_) = files.values()
+    if not all(_LOADED.get(spec.qualname) is loaded_file for spec in loaded_file.specs):
+        return None
+    if _digest(resolved) != loaded_file.digest:
+        if not check_changed:
+            return None
+        names = ", ".join(spec.qualname for spec in loaded_file.specs)
+        raise OpPluginError(f"{path}: changed since it was loaded ({names}); a registered op cannot be redefined "
+                            "in the same process: restart Python, or unload it first "
+                            f"(op_plugin._registry.load.unload('{loaded_file.specs[0].qualname}'))")
+    return loaded_file
 
 
 def unload(qualname: str) -> None:

@@ -4,7 +4,8 @@ and the project's own tests of its shipped ops).
 Each check takes a `SampleCase` and raises `AssertionError` (a finding) or `CheckSkipped`; it
 returns a short detail on success. Oracles are never the code under test: opcheck (torch's own
 consistency checks), the reference kernel for the Meta function and the backward, eager for graph
-mode.
+mode, and the user's own second implementation or golden values (oracles.py), which are what check
+the formula of an op lowered to a custom GE type (the simulator runs its reference kernel).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sympy
 import torch
 
 from .. import _registry
+from .oracles import check_golden, check_oracle, custom_type_note
 from .samples import SampleCase, assert_results_close, clone_tree
 
 BACKWARD_TOLERANCE = dict(atol=2e-5, rtol=2e-4)  # float32; a formula differs from autograd in rounding only
@@ -34,7 +36,7 @@ def _differentiable(case: SampleCase) -> bool:
 
 def check_opcheck(case: SampleCase) -> str:
     """torch.library.opcheck: schema, fake tensor, autograd registration, AOT dispatch."""
-    differentiable = _differentiable(case)
+    differentiable = _differentiable(case) and torch.is_grad_enabled()  # not under `op-plugin test --no-grad`
     args, kwargs = case.inputs(requires_grad=differentiable)
     results = torch.library.opcheck(case.op, args, kwargs)
     failed = {name: result for name, result in results.items() if result != "SUCCESS"}
@@ -151,6 +153,8 @@ def check_npugraph_static(case: SampleCase) -> str:
     torch._dynamo.reset()
     compiled = torch.compile(lambda *a, **k: op(*a, **k), backend="npugraph", fullgraph=True)
     compiled_vs_eager(case, compiled)
+    if custom_type_note(case.spec):  # the simulator ran the reference kernel for the custom type
+        return f"matches eager (custom GE type {case.spec.ge.type}: the lowering is checked, not the formula)"
     return "matches eager"
 
 
@@ -173,6 +177,8 @@ def check_npugraph_dynamic(case: SampleCase) -> str:
 def check_backward(case: SampleCase) -> str:
     """The backward formula against autograd through the reference kernel, float32, a random
     cotangent on every floating output."""
+    if not torch.is_grad_enabled():
+        raise CheckSkipped("--no-grad: inference only")
     if not _differentiable(case):
         raise CheckSkipped("no backward")
     reference = _registry.find(case.spec.qualname).reference
@@ -214,4 +220,8 @@ CHECKS: dict[str, Callable[[SampleCase], str]] = {
     "npugraph": check_npugraph_static,
     "dynamic": check_npugraph_dynamic,
     "backward": check_backward,
+    "oracle": check_oracle,     # a user's second implementation (oracles.py)
+    "golden": check_golden,     # a user's expected values, as their own cases
 }
+# run by default only when an op of the file has an oracle or golden values
+ORACLE_CHECKS = ("oracle", "golden")

@@ -14,11 +14,18 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from .. import _registry
+from .._registry.fake_overrides import warn_replaced_fakes
 from .._registry.load import load_yaml, parse_yaml
+from .._spec.model import OpSpec
+from .default_samples import NoDefaultSample, default_sample_case
+from .error_text import clean_message
+from .oracles import GoldenCase, custom_type_note, golden_cases, has_oracle
 from .progress import progress_bar
 from .samples import SampleCase
-from .user_checks import CHECKS, CheckSkipped
+from .user_checks import CHECKS, ORACLE_CHECKS, CheckSkipped
 
 
 @dataclass
@@ -64,9 +71,12 @@ def import_user_module(name: str) -> None:
     importlib.import_module(name)
 
 
-def yaml_cases(path: str | Path, python: tuple[str, ...] | list[str] = ()) -> list[SampleCase]:
+def yaml_cases(path: str | Path, python: tuple[str, ...] | list[str] = (),
+               problems: list[tuple[OpSpec, str]] | None = None) -> list:
     """Import the user's Python pieces, load the YAML file unless they already did, and return its
-    op x sample cases."""
+    op x sample cases: the YAML's `samples:`, a sample derived from the schema for an op that
+    declares none (`<op>-default`; when none can be derived, `(spec, reason)` is appended to
+    `problems`), and the op's golden cases (`<op>-golden<i>`)."""
     for module in python:
         import_user_module(module)
     specs = parse_yaml(path)
@@ -77,38 +87,80 @@ def yaml_cases(path: str | Path, python: tuple[str, ...] | list[str] = ()) -> li
     for spec in specs:
         st = _registry.find(spec.qualname)
         cases.extend(SampleCase(st.spec, i, sample) for i, sample in enumerate(st.spec.samples))
+        if not st.spec.samples:
+            try:
+                cases.append(default_sample_case(st.spec))
+            except NoDefaultSample as reason:
+                if problems is not None:
+                    problems.append((st.spec, str(reason)))
+        cases.extend(golden_cases(st.spec))
     return cases
 
 
-def run_case_checks(case: SampleCase, checks: tuple[str, ...] | list[str] | None = None) -> list[CheckOutcome]:
+def run_case_checks(case: SampleCase, checks: tuple[str, ...] | list[str] | None = None,
+                    no_grad: bool = False) -> list[CheckOutcome]:
     outcomes = []
     for name in checks or CHECKS:
+        if isinstance(case, GoldenCase) != (name == "golden"):
+            continue  # a golden case has the golden check only, and the golden check only golden cases
         check = CHECKS[name]
         try:
-            outcomes.append(CheckOutcome(case.id, case.spec.qualname, name, "pass", check(case)))
+            with torch.set_grad_enabled(not no_grad and torch.is_grad_enabled()):
+                detail = check(case)
+            outcomes.append(CheckOutcome(case.id, case.spec.qualname, name, "pass", detail))
         except CheckSkipped as skipped:
             outcomes.append(CheckOutcome(case.id, case.spec.qualname, name, "skip", str(skipped)))
         except AssertionError as failure:
             outcomes.append(CheckOutcome(case.id, case.spec.qualname, name, "fail", str(failure).strip()))
         except Exception as error:  # pylint: disable=broad-except  # one broken case must not stop the run
-            last = traceback.extract_tb(error.__traceback__)[-1]
-            outcomes.append(CheckOutcome(case.id, case.spec.qualname, name, "error",
-                                         f"{type(error).__name__}: {error} ({Path(last.filename).name}:{last.lineno})"))
+            outcomes.append(CheckOutcome(case.id, case.spec.qualname, name, "error", error_detail(error)))
     return outcomes
 
 
-def run_yaml_checks(path, python=(), checks=None, ops=None) -> list[CheckOutcome]:
-    """Every check on every op x sample of the YAML file (`ops`: only these op names)."""
-    cases = [c for c in yaml_cases(path, python) if not ops or c.spec.name in ops or c.spec.qualname in ops]
-    names = list(checks or CHECKS)
-    outcomes: list[CheckOutcome] = []
+def default_checks(cases) -> list[str]:
+    """Every check, but the oracle ones only when an op of the file has an oracle or golden values."""
+    wanted = any(has_oracle(case.spec.qualname) for case in cases)
+    return [name for name in CHECKS if wanted or name not in ORACLE_CHECKS]
+
+
+def run_yaml_checks(path, python=(), checks=None, ops=None, no_grad: bool = False) -> list[CheckOutcome]:
+    """Every check on every op x sample of the YAML file (`ops`: only these op names); `no_grad`:
+    inference only (no input requires grad, no backward check), as `op-plugin test --no-grad`."""
+    problems: list[tuple[OpSpec, str]] = []
+    wanted = lambda spec: not ops or spec.name in ops or spec.qualname in ops  # noqa: E731
+    cases = [c for c in yaml_cases(path, python, problems) if wanted(c.spec)]
+    names = list(checks or default_checks(cases))
+    outcomes: list[CheckOutcome] = [
+        CheckOutcome(f"{spec.name}-default", spec.qualname, names[0], "error",
+                     f"no `samples:` and none derived from the schema: {reason}; declare `samples:` for this op")
+        for spec, reason in problems if wanted(spec)]
+    warn_replaced_fakes()
     with progress_bar(len(cases) * len(names), desc="op-plugin test", unit="check") as bar:
         for case in cases:
             for name in names:
                 bar.set_postfix_str(f"{case.id} {name}")
-                outcomes += run_case_checks(case, [name])
+                outcomes += run_case_checks(case, [name], no_grad=no_grad)
                 bar.update(1)
     return outcomes
+
+
+def error_detail(error: BaseException) -> str:
+    """One paragraph for an unexpected error: its type and message without the tracebacks and
+    log lines TorchAir and dynamo append, and where it was raised."""
+    last = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    return f"{clean_message(error)}" + (f" ({Path(last.filename).name}:{last.lineno})" if last else "")
+
+
+def notes(outcomes: list[CheckOutcome]) -> list[str]:
+    """What the table cannot say: for each op on a custom GE type without an oracle, what its
+    npugraph == eager proves."""
+    result = []
+    for qualname in dict.fromkeys(o.op for o in outcomes):
+        st = _registry.find(qualname)
+        note = custom_type_note(st.spec) if st is not None and st.spec is not None else None
+        if note:
+            result.append(f"note: {st.name}: {note}")
+    return result
 
 
 _MARK = {"pass": "ok", "fail": "FAIL", "skip": "-", "error": "ERROR"}
