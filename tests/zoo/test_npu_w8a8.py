@@ -1,0 +1,127 @@
+"""Zoo graph (iii) of issue 23: a W8A8 linear stack as vllm-ascend's W8A8_DYNAMIC linear method runs it
+(vllm_ascend/quantization/methods/w8a8_dynamic.py, AscendW8A8DynamicLinearMethod.apply): per layer
+`npu_dynamic_quant(x)` (per-token int8 and its float32 scale), then `npu_quant_matmul(x_q, weight, weight_scale,
+pertoken_scale=scale, bias=bias, output_dtype=x.dtype)` with the int8 weight stored (n, k) and transposed to
+(k, n) after loading, its per-channel scale flattened to (n,): bfloat16 scales for a bfloat16 model, float32
+ones (what CANN takes with a per-token scale) for float16. Compiled with backend="npugraph" in GE mode (static,
+and dynamic=True over token counts with one compile) and in aclgraph mode, it must match eager and an
+independent integer reference in plain torch (per-token absmax quantisation, an int32 product of the int8
+tensors, then the scales), bit for bit."""
+import pytest
+import torch
+import torch._dynamo.testing
+
+import op_plugin
+from op_plugin._simulator import load_torchair
+from op_plugin._simulator.hosting.native_stub import capture_graphs
+
+npu = torch.ops.npu
+SIZES = (32, 48, 40, 24)   # hidden sizes through the stack
+GE_TYPES = {"DynamicQuant", "QuantBatchMatmulV3"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def torch_npu_ops():
+    load_torchair()  # defines torch_npu's ops on this CPU host
+
+
+class W8A8Linear(torch.nn.Module):
+    """One W8A8_DYNAMIC linear after vllm-ascend's process_weights_after_loading."""
+
+    def __init__(self, k, n, dtype, generator):
+        super().__init__()
+        weight = torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=generator)  # checkpoint layout
+        self.register_buffer("weight", weight.transpose(0, 1).contiguous())                # (k, n)
+        scale_dtype = torch.bfloat16 if dtype == torch.bfloat16 else torch.float32
+        scale = torch.rand(n, 1, generator=generator) * 2e-3 + 1e-4
+        self.register_buffer("weight_scale", scale.to(scale_dtype).flatten())
+        self.register_buffer("bias", (torch.randn(n, generator=generator) * 0.1).to(dtype))
+        self.dtype = dtype
+
+    def forward(self, x):
+        quantized_x, pertoken_scale = npu.npu_dynamic_quant(x)
+        return npu.npu_quant_matmul(quantized_x, self.weight, self.weight_scale, pertoken_scale=pertoken_scale,
+                                    bias=self.bias, output_dtype=self.dtype)
+
+
+class W8A8Stack(torch.nn.Module):
+    def __init__(self, dtype):
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+        shapes = zip(SIZES[:-1], SIZES[1:], strict=True)
+        self.layers = torch.nn.ModuleList(W8A8Linear(k, n, dtype, generator) for k, n in shapes)
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.layers) - 1:
+                x = torch.nn.functional.silu(x)
+        return x
+
+
+def integer_reference(stack, x):
+    """The same stack from the formulas, in plain torch: scale = rowmax|x| / 127, q = rint(x * 127 / rowmax|x|)
+    clamped to int8; acc = sum_k q[m, k] * w[k, n] in int32; y = acc * weight_scale * scale + bias."""
+    for i, layer in enumerate(stack.layers):
+        wide = x.float()
+        absmax = wide.abs().max(dim=-1, keepdim=True).values
+        q = torch.clamp(torch.round(wide * (127.0 / absmax)), -128, 127).to(torch.int8)
+        acc = (q.to(torch.int32).unsqueeze(-1) * layer.weight.to(torch.int32)).sum(dim=-2, dtype=torch.int32)
+        y = acc.float() * layer.weight_scale.float() * (absmax / 127.0) + layer.bias.float()
+        x = y.to(layer.dtype)
+        if i < len(stack.layers) - 1:
+            x = torch.nn.functional.silu(x)
+    return x
+
+
+def _tokens(n, dtype):
+    return torch.randn(n, SIZES[0], generator=torch.Generator().manual_seed(n)).to(dtype)
+
+
+def _close(got, want, dtype):
+    """Bitwise: the integer accumulation is exact and every later step is the same float32 operation."""
+    assert got.dtype == want.dtype == dtype
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_eager_stack_matches_the_integer_reference(dtype):
+    stack = W8A8Stack(dtype)
+    x = _tokens(7, dtype)
+    _close(stack(x), integer_reference(stack, x), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_ge_mode(dtype, dynamic):
+    stack = W8A8Stack(dtype)
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("npugraph")
+    compiled = torch.compile(stack, backend=counter, dynamic=dynamic, fullgraph=True)
+    sizes = (6, 9, 13) if dynamic else (6,)
+    with torch.no_grad():
+        for n in sizes:
+            x = _tokens(n, dtype)
+            with capture_graphs() as graphs:
+                got = compiled(x)
+            _close(got, stack(x), dtype)
+            _close(got, integer_reference(stack, x), dtype)
+            if n == sizes[0]:
+                types = {op.type for graph in graphs for op in graph.op}
+                assert GE_TYPES <= types, sorted(types)
+    assert counter.frame_count == 1, f"{counter.frame_count} compiles for token counts {sizes}"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_aclgraph_mode(dtype):
+    stack = W8A8Stack(dtype)
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend(op_plugin.npugraph_backend(mode="aclgraph"))
+    compiled = torch.compile(stack, backend=counter, dynamic=True)
+    with torch.no_grad(), pytest.warns(UserWarning):  # a CPU host runs the AOT graph on the reference kernels
+        for n in (6, 9):
+            x = _tokens(n, dtype)
+            got = compiled(x)
+            _close(got, stack(x), dtype)
+            _close(got, integer_reference(stack, x), dtype)
+    assert counter.frame_count == 1
