@@ -1,4 +1,118 @@
-"""CPU reference kernels of torch_npu's dense ops: gelu, dtype cast, linear, transpose-batchmatmul."""
+"""CPU reference kernels of torch_npu's dense ops: GELU, dtype cast, linear, transpose-batchmatmul.
+
+Semantics from torch_npu's docs (the wheel's ``_op_plugin_docs.py``), its Meta functions, and CANN's
+operator docs (ops-nn ``TransposeBatchMatMul``); 16-bit floats are computed in float32 and rounded once:
+
+* ``npu_gelu(self, approximate)``: ``x * Phi(x)`` ("none", erf form) or the tanh form ("tanh").
+* ``npu_dtype_cast(self, dtype, input_dtype)`` / ``_npu_dtype_cast(self, dtype)``: a value cast (floats to
+  integers truncate toward zero, as CANN's Cast). ``dtype`` is torch's ScalarType number (torch_npu's
+  ``TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP``); torch_npu's own formats (int4 285, hifloat8 290,
+  float8 291/292, float4 296/297), float8 and quantized types and a reinterpreting ``input_dtype`` are
+  refused: their rounding is not simulated.
+* ``npu_linear(input, weight, bias)``: ``input @ weight.T + bias`` on 2-D float input and weight (the
+  integer forms are refused: TorchAir's converter refuses int8 and no accumulate rule is documented).
+* ``npu_transpose_batchmatmul(input, weight, perm_x1, perm_x2, perm_y)``: ``x1 = input.permute(perm_x1)``
+  ``[B, M, K]``, ``x2 = weight.permute(perm_x2)`` ``[B, K, N]``, ``y = (x1 @ x2).permute(perm_y)`` ``[M, B, N]``
+  (perm_x1 [0, 1, 2] or [1, 0, 2], perm_x2 [0, 1, 2] or [0, 2, 1], perm_y [1, 0, 2], as the Meta checks).
+  Refused: ``scale`` (an int8 output quantised by npu_trans_quant_param's packed scales; the rounding is
+  not documented), ``batch_split_factor > 1`` (CANN's doc gives the output as ``[M, factor, B*N/factor]``,
+  the wheel's Meta as ``[factor, M, B*N/factor]``: which element goes where is not defined) and ``bias``
+  (the Meta refuses it).
+"""
 from __future__ import annotations
 
-KERNELS: dict = {}
+import torch
+
+from ..._base.numerics import opmath
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+# torch's ScalarType numbers that npu_dtype_cast takes as plain casts (torch_npu's map, minus the formats
+# whose rounding is not simulated: quantized, float8, complex32, bits, and torch_npu's own 28x/29x).
+_PLAIN_DTYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
+                 6: torch.float32, 7: torch.float64, 9: torch.complex64, 10: torch.complex128, 11: torch.bool,
+                 15: torch.bfloat16}
+
+
+def _check_float(op, **tensors):
+    for name, tensor in tensors.items():
+        if tensor.dtype not in _FLOATS:
+            raise TypeError(f"npu::{op}: {name} has dtype {tensor.dtype}; it takes float16, bfloat16 or float32")
+
+
+def npu_gelu(self, *, approximate="none"):
+    _check_float("npu_gelu", self=self)
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"npu::npu_gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return torch.nn.functional.gelu(opmath(self), approximate=approximate).to(self.dtype)
+
+
+def plain_dtype(op, what, number):
+    """torch's ScalarType number `number` as a dtype npu_dtype_cast can produce here, else a refusal."""
+    if isinstance(number, torch.dtype):
+        return number
+    if number not in _PLAIN_DTYPES:
+        raise NotImplementedError(f"npu::{op}: {what}={number} is a format whose cast is not simulated "
+                                  "(torch_npu's int4/hifloat8/float8/float4, quantized or bit types)")
+    return _PLAIN_DTYPES[number]
+
+
+def npu_dtype_cast(self, dtype, input_dtype=None):
+    op = "npu_dtype_cast"
+    if input_dtype is not None and plain_dtype(op, "input_dtype", input_dtype) != self.dtype:
+        raise NotImplementedError(f"npu::{op}: input_dtype={input_dtype} reinterprets {self.dtype} data; not simulated")
+    return self.to(plain_dtype(op, "dtype", dtype), copy=True)
+
+
+def _npu_dtype_cast(self, dtype):
+    return self.to(dtype, copy=True)
+
+
+def npu_linear(input, weight, bias=None):
+    _check_float("npu_linear", input=input, weight=weight)
+    if input.dim() != 2 or weight.dim() != 2 or input.shape[1] != weight.shape[1]:
+        raise ValueError(f"npu::npu_linear: input [M, K] and weight [N, K] expected, got {tuple(input.shape)} "
+                         f"and {tuple(weight.shape)}")
+    out = opmath(input).float() @ opmath(weight).float().t()
+    if bias is not None:
+        out = out + opmath(bias).float()
+    return out.to(input.dtype)
+
+
+def _perm(op, what, value, default, allowed):
+    perm = list(value) if value else default
+    if perm not in allowed:
+        raise ValueError(f"npu::{op}: {what}={perm} is not one of {allowed}")
+    return perm
+
+
+def npu_transpose_batchmatmul(input, weight, *, bias=None, scale=None, perm_x1=None, perm_x2=None,
+                              perm_y=None, batch_split_factor=1):
+    op = "npu_transpose_batchmatmul"
+    _check_float(op, input=input, weight=weight)
+    if scale is not None:
+        raise NotImplementedError(f"npu::{op}: scale (an int8 output) is not simulated: CANN does not document "
+                                  "how the packed scale is applied and rounded")
+    if bias is not None:
+        raise ValueError(f"npu::{op}: bias is not supported by TransposeBatchMatMul (torch_npu's Meta refuses it)")
+    if batch_split_factor not in (None, 1):
+        raise NotImplementedError(f"npu::{op}: batch_split_factor={batch_split_factor} is not simulated: CANN's doc "
+                                  "and torch_npu's Meta give different output layouts")
+    if input.dim() != 3 or weight.dim() != 3:
+        raise ValueError(f"npu::{op}: input and weight must be 3-D")
+    x1 = input.permute(_perm(op, "perm_x1", perm_x1, [0, 1, 2], [[0, 1, 2], [1, 0, 2]]))
+    x2 = weight.permute(_perm(op, "perm_x2", perm_x2, [0, 1, 2], [[0, 1, 2], [0, 2, 1]]))
+    perm_out = _perm(op, "perm_y", perm_y, [1, 0, 2], [[1, 0, 2]])
+    if x1.shape[0] != x2.shape[0] or x1.shape[2] != x2.shape[1]:
+        raise ValueError(f"npu::{op}: permuted input {tuple(x1.shape)} and weight {tuple(x2.shape)} are not "
+                         "[B, M, K] and [B, K, N]")
+    out = torch.bmm(opmath(x1).float(), opmath(x2).float()).permute(perm_out)
+    return out.to(input.dtype).contiguous()
+
+
+KERNELS = {
+    "npu_gelu": npu_gelu,
+    "npu_dtype_cast": npu_dtype_cast,
+    "_npu_dtype_cast": _npu_dtype_cast,
+    "npu_linear": npu_linear,
+    "npu_transpose_batchmatmul": npu_transpose_batchmatmul,
+}
