@@ -212,8 +212,40 @@ def npu_fused_infer_attention_score_v2(query, key, value, *, query_rope=None, ke
                   inner_precise=inner_precise, block_size=block_size, lse_flag=return_softmax_lse)
 
 
+def npu_fusion_attention_grad(query, key, value, dy, head_num, input_layout, *, pse=None, padding_mask=None,
+                              atten_mask=None, softmax_max=None, softmax_sum=None, softmax_in=None, attention_in=None,
+                              scale_value=1.0, keep_prob=1.0, pre_tockens=2147483647, next_tockens=2147483647,
+                              inner_precise=0, seed=0, offset=0, numels=0, prefix=None, actual_seq_qlen=None,
+                              actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False,
+                              softmax_layout="", sink=None):
+    """The backward of npu_fusion_attention (FlashAttentionScoreGrad; see
+    interpreter/kernels/transformer/attention_grad.py): (dq, dk, dv, dpse, dsink), dpse and dsink empty."""
+    from ..interpreter.kernels.transformer import attention_grad as core
+
+    op = "npu::npu_fusion_attention_grad"
+    _refuse(op, pse=pse, padding_mask=padding_mask, prefix=prefix, actual_seq_qlen=actual_seq_qlen,
+            actual_seq_kvlen=actual_seq_kvlen, sink=sink)
+    if keep_prob != 1.0:
+        raise NotImplementedError(f"{op}: keep_prob={keep_prob} (dropout) is not implemented on the CPU simulator")
+    if softmax_layout:
+        raise NotImplementedError(f"{op}: softmax_layout={softmax_layout!r} applies to TND only, not implemented")
+    for name, tensor in (("query", query), ("key", key), ("value", value), ("dy", dy)):
+        if tensor.dtype not in FLOATS or tensor.dtype != query.dtype:
+            raise TypeError(f"{op}: {name} has dtype {tensor.dtype}; query, key, value and dy take one of "
+                            "float16, bfloat16, float32")
+    try:
+        dq, dk, dv = core.fusion_attention_grad(
+            query, key, value, dy, atten_mask, softmax_max, softmax_sum, attention_in, head_num=head_num,
+            input_layout=input_layout, scale=scale_value, pre_tokens=pre_tockens, next_tokens=next_tockens,
+            sparse_mode=sparse_mode)
+    except core.AttentionError as error:
+        raise ValueError(f"{op}: {error}") from None
+    return dq, dk, dv, query.new_empty([0]), torch.empty([0])
+
+
 KERNELS = {
     "npu_fusion_attention": npu_fusion_attention,
+    "npu_fusion_attention_grad": npu_fusion_attention_grad,
     "npu_prompt_flash_attention": npu_prompt_flash_attention,
     "npu_incre_flash_attention": npu_incre_flash_attention,
     "npu_fused_infer_attention_score": npu_fused_infer_attention_score,
