@@ -19,6 +19,9 @@
 """
 from __future__ import annotations
 
+import torch
+
+from .cases import BF16, F32, Support, T
 from .registry import aten_converter, library_converter
 from .torchair_api import TorchAirApi
 
@@ -31,7 +34,11 @@ def _empty(ta: TorchAirApi, dtype):
     return [ta.ge.Fill(graph.Const([0], dtype=graph.DataType.DT_INT32), graph.Cast(0.0, dst_type=dtype))]
 
 
-@aten_converter("npu::npu_grouped_matmul", when="completes")
+@aten_converter("npu::npu_grouped_matmul", when="completes", cases=[
+    Support([F32(6, 8)], [F32(3, 8, 4)], group_list=T([1, 3, 2], dtype=torch.int64), split_item=2, group_type=0,
+            group_list_type=1),
+    Support([BF16(5, 8)], [BF16(2, 8, 4)], group_list=T([2, 5], dtype=torch.int64), split_item=3, group_type=0),
+    Support([F32(2, 8), F32(3, 6)], [F32(8, 4), F32(6, 5)], bias=[F32(4), F32(5)], split_item=0, group_type=-1)])
 def npu_grouped_matmul(ta: TorchAirApi, x, weight, *, bias=None, scale=None, offset=None, antiquant_scale=None,
                        antiquant_offset=None, per_token_scale=None, group_list=None, activation_input=None,
                        activation_quant_scale=None, activation_quant_offset=None, split_item=0, group_type=-1,
@@ -62,7 +69,9 @@ def npu_grouped_matmul(ta: TorchAirApi, x, weight, *, bias=None, scale=None, off
         act_type=act_type, tuning_config=tuning_config or [0])
 
 
-@library_converter("npu::npu_moe_token_permute")
+@library_converter("npu::npu_moe_token_permute", cases=[
+    Support(F32(5, 4), T([[0, 3], [1, 0], [3, 3], [2, 1], [0, 2]], dtype=torch.int64)),
+    Support(BF16(4, 8), T([2, 0, 2, 1], dtype=torch.int32), num_out_tokens=3)])
 def npu_moe_token_permute(ta: TorchAirApi, tokens, indices, num_out_tokens=None, padded_mode=False,
                           meta_outputs=None):
     """MoeInitRoutingV3 as aclnnMoeTokenPermute calls it on Ascend 950, then the first num_out_tokens rows."""
@@ -87,7 +96,9 @@ def npu_moe_token_permute(ta: TorchAirApi, tokens, indices, num_out_tokens=None,
     return expanded, sorted_indices
 
 
-@library_converter("npu::npu_moe_token_unpermute")
+@library_converter("npu::npu_moe_token_unpermute", cases=[
+    Support(F32(6, 4), T([3, 0, 5, 1, 4, 2], dtype=torch.int32), F32(3, 2)),
+    Support(F32(4, 4), T([2, 0, 3, 1], dtype=torch.int32))])
 def npu_moe_token_unpermute(ta: TorchAirApi, permuted_tokens, sorted_indices, probs=None, padded_mode=False,
                             restore_shape=None, meta_outputs=None):
     """MoeFinalizeRoutingV2 with row-major indices (drop_pad_mode 2), probs as its scales."""
