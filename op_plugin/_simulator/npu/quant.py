@@ -290,7 +290,10 @@ def _antiquant_param(op, what, tensor, k, n, group_size):
     return wide.reshape(1, n)
 
 
+from .quant_fused import KERNELS as _FUSED_KERNELS  # noqa: E402  (it uses the helpers above)
+
 KERNELS: dict = {
+    **_FUSED_KERNELS,
     "npu_dynamic_quant": npu_dynamic_quant,
     "npu_dynamic_quant_asymmetric": npu_dynamic_quant_asymmetric,
     "npu_quantize": npu_quantize,

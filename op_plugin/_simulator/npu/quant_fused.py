@@ -1,0 +1,146 @@
+"""CPU reference kernels of torch_npu's fused quantisation ops (registered through quant.KERNELS):
+npu_dequant_swiglu_quant, npu_add_rms_norm_dynamic_quant, npu_add_rms_norm_quant.
+
+Semantics from torch_npu's ``_op_plugin_docs.py`` and hicann ops-nn (``quant/dequant_swiglu_quant``,
+``norm/add_rms_norm_dynamic_quant``, ``norm/add_rms_norm_quant`` READMEs and aclnn docs), in float32:
+
+* dequant-SwiGLU-quant: ``x * weight_scale * activation_scale`` (int32 x), SwiGLU on the halves
+  (activate_left: swish of the first half, else of the second), then per-token dynamic quantisation
+  ``scale = rowmax|out · quant_scale| / 127``, ``y = round(out · quant_scale / scale)`` with round_mode
+  0 rint (half to even, the default), 1 round (half away from zero), 2 floor, 3 ceil, 4 trunc. Static
+  quantisation, a bias and swiglu_mode != 0 are refused: CANN's docs do not give their formulas/order.
+* add-RMS-norm quant ops: ``x = x1 + x2`` rounded to the input dtype (returned as x_out), ``y =
+  x / sqrt(mean(x^2) + eps) * gamma (+ beta)`` kept in float32, then quantised per token (dynamic: as
+  DynamicQuant's formula ``round(y·s / scale)``) or with static scales (``rint(y / scales + zero_points)``,
+  or ``y * scales`` without div_mode); int8 saturating. An output CANN marks invalid (y2/scale2 with
+  no second smooth scale, y2 with no scales2) is returned empty (dynamic, as the wheel's Meta) or as
+  zeros (static: the wheel's Meta gives it x's shape; CANN leaves its contents undefined).
+"""
+from __future__ import annotations
+
+import torch
+
+from .quant import _fail, _int_out, saturate, scalar_dtype
+
+_HALF = (torch.float16, torch.bfloat16)
+_ROUND_MODES = {0: torch.round, 1: lambda v: torch.sign(v) * torch.floor(v.abs() + 0.5), 2: torch.floor,
+                3: torch.ceil, 4: torch.trunc}
+
+
+def _per_token(op, wide):
+    absmax = wide.abs().amax(dim=-1, keepdim=True)
+    if bool((absmax == 0).any()):
+        _fail(op, "a token (row) of zeros: its scale is 0 and round(0 / 0) is left undefined by CANN; refused")
+    return absmax / 127.0
+
+
+def _group_rows(op, rows, group_index, what):
+    """Row -> group number for count-mode group_index (tokens per group, in order)."""
+    counts = [int(v) for v in group_index.reshape(-1).tolist()]
+    if any(c < 0 for c in counts) or sum(counts) != rows:
+        _fail(op, f"{what} {counts} must be non-negative token counts summing to {rows} (rows past the sum are "
+                  "left unwritten by CANN)")
+    return torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts, dtype=torch.int64))
+
+
+def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=None, quant_scale=None,
+                             quant_offset=None, group_index=None, activate_left=False, quant_mode=0, dst_type=None,
+                             round_mode=None, activate_dim=None, swiglu_mode=0, clamp_limit=7.0, glu_alpha=1.702,
+                             glu_bias=1.0):
+    op = "npu_dequant_swiglu_quant"
+    if quant_mode != 1:
+        _fail(op, f"quant_mode={quant_mode} (static): CANN's docs do not give the static formula; use quant_mode=1",
+              NotImplementedError)
+    if swiglu_mode != 0 or bias is not None or quant_offset is not None:
+        _fail(op, "swiglu_mode != 0, bias and quant_offset are not simulated (CANN's docs leave their order open)",
+              NotImplementedError)
+    if activate_dim not in (None, -1, x.dim() - 1):
+        _fail(op, f"activate_dim={activate_dim}: only the last dim is simulated", NotImplementedError)
+    if _int_out(op, "dst_type", scalar_dtype(op, "dst_type", dst_type, torch.int8)) != torch.int8:
+        _fail(op, "y is int8 only")
+    if int(round_mode or 0) not in _ROUND_MODES:
+        _fail(op, f"round_mode={round_mode} is not 0-4 (rint, round, floor, ceil, trunc)")
+    if x.dim() != 2 or x.shape[-1] % 2:
+        _fail(op, f"x must be 2-D (tokens, 2H) with an even last dim; got {tuple(x.shape)}")
+    groups = None if group_index is None else _group_rows(op, x.shape[0], group_index, "group_index")
+    if x.dtype == torch.int32:
+        if weight_scale is None or activation_scale is None:
+            _fail(op, "an int32 x needs weight_scale and activation_scale")
+        ws = weight_scale.float().reshape(-1, x.shape[-1])
+        wide = x.float() * (ws[groups] if groups is not None else ws) * activation_scale.float().reshape(-1, 1)
+    elif x.dtype in _HALF:
+        if weight_scale is not None or activation_scale is not None:
+            _fail(op, "weight_scale/activation_scale go with an int32 x only")
+        wide = x.float()
+    else:
+        _fail(op, f"x has dtype {x.dtype}; torch_npu takes int32, float16 or bfloat16", TypeError)
+    first, second = wide.chunk(2, dim=-1)
+    gate, linear = (first, second) if activate_left else (second, first)
+    out = gate * torch.sigmoid(gate) * linear
+    if quant_scale is not None:
+        qs = quant_scale.float().reshape(-1, out.shape[-1])
+        out = out * (qs[groups] if groups is not None else qs)
+    scale = _per_token(op, out)
+    y = saturate(_ROUND_MODES[int(round_mode or 0)](out / scale), torch.int8)
+    return y, scale.squeeze(-1)
+
+
+def _add_rms(op, x1, x2, gamma, beta, epsilon):
+    for name, tensor in (("x1", x1), ("x2", x2), ("gamma", gamma)):
+        if tensor.dtype not in _HALF:
+            _fail(op, f"{name} has dtype {tensor.dtype}; torch_npu takes float16 or bfloat16", TypeError)
+    if gamma.shape != x1.shape[-1:]:
+        _fail(op, f"gamma of shape {tuple(gamma.shape)} is not ({x1.shape[-1]},)")
+    x = (x1.float() + x2.float()).to(x1.dtype)
+    wide = x.float()
+    y = wide * torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + epsilon) * gamma.float()
+    if beta is not None:
+        y = y + beta.float()
+    return x, y
+
+
+def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_scale2=None, beta=None,
+                                   epsilon=1e-6, output_mask=None, y_dtype=None):
+    op = "npu_add_rms_norm_dynamic_quant"
+    if _int_out(op, "y_dtype", scalar_dtype(op, "y_dtype", y_dtype, torch.int8)) != torch.int8:
+        _fail(op, "y1/y2 are int8 only")
+    x, y = _add_rms(op, x1, x2, gamma, beta, epsilon)
+    if output_mask:
+        want = [bool(output_mask[0]), bool(output_mask[1])]
+    else:
+        want = [True, smooth_scale1 is not None and smooth_scale2 is not None]
+    outputs = []
+    for wanted, smooth in zip(want, (smooth_scale1, smooth_scale2), strict=True):
+        if not wanted:
+            outputs.append((torch.empty(0, dtype=torch.int8), torch.empty(0, dtype=torch.float32)))
+            continue
+        wide = y * smooth.float() if smooth is not None else y
+        scale = _per_token(op, wide)
+        outputs.append((saturate(torch.round(wide / scale), torch.int8), scale.squeeze(-1)))
+    (y1, scale1), (y2, scale2) = outputs
+    return y1, y2, x, scale1, scale2
+
+
+def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None, scales2=None, zero_points2=None, *,
+                           axis=-1, epsilon=1e-6, div_mode=True, dst_type=None):
+    op = "npu_add_rms_norm_quant"
+    if _int_out(op, "dst_type", scalar_dtype(op, "dst_type", dst_type, torch.int8)) != torch.int8:
+        _fail(op, "y1/y2 are int8 only")
+    x, y = _add_rms(op, x1, x2, gamma, beta, epsilon)
+    outs = []
+    for scales, zero_points in ((scales1, zero_points1), (scales2, zero_points2)):
+        if scales is None:
+            outs.append(torch.zeros(x.shape, dtype=torch.int8))
+            continue
+        value = y / scales.float() if div_mode else y * scales.float()
+        if zero_points is not None:
+            value = value + zero_points.float()
+        outs.append(saturate(torch.round(value), torch.int8))
+    return outs[0], outs[1], x
+
+
+KERNELS = {
+    "npu_dequant_swiglu_quant": npu_dequant_swiglu_quant,
+    "npu_add_rms_norm_dynamic_quant": npu_add_rms_norm_dynamic_quant,
+    "npu_add_rms_norm_quant": npu_add_rms_norm_quant,
+}
