@@ -169,3 +169,18 @@ def convolution(ta: TorchAirApi, x, weight, bias, stride, padding, dilation, tra
     utils.specific_op_input_layout(output, indices=[1, 2], layout="NCHW")
     utils.specific_op_output_layout(output, indices=0, layout="NCHW")
     return ge.Squeeze(output, axis=[2]) if rank == 3 else output
+
+
+@aten_converter(torch.ops.aten.scalar_tensor.default, when="completes",
+                cases=[Support(3), Support(2.5, dtype=torch.float16), Support(7, dtype=torch.int32)])
+def scalar_tensor(ta: TorchAirApi, s, *, dtype=None, layout=None, device=None, pin_memory=None, meta_outputs=None):
+    """`aten.scalar_tensor` without a dtype (aten's result is then the default dtype, float32):
+    TorchAir's converter returns a GE tensor argument unchanged and a Python int as an int64
+    Const, which TorchAir then labels float32 (the node's meta). With `dynamic=True` a size used
+    in float arithmetic (1-D nearest or align_corners interpolation's `scale = in / out`) becomes
+    `scalar_tensor(size)`: the next op gets the int64 size described as float32 (the executor
+    refuses the size's `Gather`; GE would compute the consumers in the wrong dtype). Completed:
+    the value Cast (or made a Const) in the node's dtype; an explicit dtype stays TorchAir's."""
+    if dtype is None:
+        return ta.dtype_promote(s, target_dtype=meta_outputs.dtype)
+    return ta.original(s, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory, meta_outputs=meta_outputs)
