@@ -1,4 +1,5 @@
-"""Completions of TorchAir's quantised-matmul converter (`when="completes"`): npu_quant_matmul.
+"""op_plugin's converters of torch_npu's quantisation ops: npu_quant_matmul (completes TorchAir's) and
+npu_add_rms_norm_quant (TorchAir has none).
 
 TorchAir's converter of `npu::npu_quant_matmul` starts with `import torch_npu` (to compare the
 fp4/e8m0 dtype arguments with `torch_npu.float4_e2m1fn_x2`), which a CPU host never imports: there
@@ -9,7 +10,10 @@ transpose_x1=False, transpose_x2=False)`, the output dtype int8 when `output_dty
 other case (int4-in-int32, fp8/fp4/MX dtypes, group sizes, y_scale, arch35's QuantBatchMatmulV4)
 goes to TorchAir's converter.
 
-The target is named as a string: torch_npu's ops are defined on a CPU host only after op_plugin's
+npu_add_rms_norm_quant has no TorchAir converter (GE mode on an Ascend host cannot lower it): it is
+lowered to CANN's GE type AddRmsNormQuant, which aclnnAddRmsNormQuant runs (see its docstring).
+
+The targets are named as strings: torch_npu's ops are defined on a CPU host only after op_plugin's
 lowering is imported (`registry` resolves "npu::npu_quant_matmul" when it installs).
 """
 from __future__ import annotations
@@ -36,3 +40,21 @@ def npu_quant_matmul(ta: TorchAirApi, x1, x2, scale, *, offset=None, pertoken_sc
     dtype = ta.graph.torch_dtype_value_to_ge_type(_INT8_DEFAULT if output_dtype is None else output_dtype)
     return ta.ge.QuantBatchMatmulV3(x1, x2, scale, offset=offset, bias=bias, pertoken_scale=pertoken_scale,
                                     dtype=dtype, transpose_x1=False, transpose_x2=False)
+
+
+@aten_converter("npu::npu_add_rms_norm_quant", when="missing")
+def npu_add_rms_norm_quant(ta: TorchAirApi, x1, x2, gamma, scales1, zero_points1=None, beta=None, scales2=None,
+                           zero_points2=None, *, axis=-1, epsilon=1e-6, div_mode=True, dst_type=None,
+                           meta_outputs=None):
+    """TorchAir has no converter: the CANN GE type aclnnAddRmsNormQuant runs, AddRmsNormQuant (ops-nn
+    norm/add_rms_norm_quant/op_graph/add_rms_norm_quant_proto.h: inputs x1, x2, gamma, scales1, scales2,
+    zero_points1, zero_points2, beta; attrs axis, epsilon, div_mode, dst_type), int8 outputs only."""
+    if dst_type not in (None, _INT8_DEFAULT):
+        raise NotImplementedError(f"npu_add_rms_norm_quant: dst_type {dst_type}: op_plugin lowers int8 outputs only")
+    compat, attr = ta._module("_ge_concrete_graph.compat_ir"), ta._module("ge.attr")  # pylint: disable=protected-access
+    # Without an IrDef, ge_op keeps an absent optional input as an empty slot (named), as the REG_OP orders them.
+    inputs = {"x1": x1, "x2": x2, "gamma": gamma, "scales1": scales1, "scales2": scales2,
+              "zero_points1": zero_points1, "zero_points2": zero_points2, "beta": beta}
+    attrs = {"axis": attr.Int(axis), "epsilon": attr.Float(epsilon), "div_mode": attr.Bool(div_mode),
+             "dst_type": attr.Int(ta.graph.torch_dtype_value_to_ge_type(_INT8_DEFAULT))}
+    return compat.ge_op(op_type="AddRmsNormQuant", inputs=inputs, attrs=attrs, outputs=["y1", "y2", "x"])

@@ -1,0 +1,150 @@
+"""Fused quantisation GE ops (CANN ops-nn): DequantSwigluQuant, AddRmsNormDynamicQuant, AddRmsNormQuant.
+
+Written from the ops-nn READMEs / aclnn docs (not from op_plugin's torch_npu reference kernels), in float32,
+float-to-int8 casts saturating:
+
+* DequantSwigluQuant: dequantOut = x · weight_scale · activation_scale (int32 x; weight_scale per group
+  with count-mode group_index), SwiGLU on the halves (activate_left: Swish of the first), then the dynamic
+  quantisation scale = rowmax|out · quant_scale| / 127, y = round_mode(out · quant_scale / scale)
+  ("rint" half to even, "round" half away from zero, floor, ceil, trunc). quant_mode "static", a bias,
+  quant_offset and swiglu_mode != 0 are refused: the docs do not give those formulas or orders.
+* AddRmsNormDynamicQuant: x = x1 + x2 (rounded to their dtype, output x), y = x / Rms(x) · gamma (+ beta)
+  in float32, per output i: input = y · smooth_scale_i, scale_i = rowmax|input| / 127,
+  y_i = rint(input / scale_i); an output output_mask (or, without a mask, a missing smooth_scale2) marks
+  invalid is returned empty, as TorchAir's lowering replaces it by an empty Const.
+* AddRmsNormQuant (no TorchAir converter; op_plugin's lowering emits it): y as above, y_i = rint(y / scales_i +
+  zero_points_i) (div_mode) or rint(y · scales_i + zero_points_i); y2 without scales2 is zeros (undefined in
+  CANN). Its prototype is ops-nn's ``norm/add_rms_norm_quant/op_graph/add_rms_norm_quant_proto.h``.
+"""
+from __future__ import annotations
+
+import torch
+
+from ...._ge.reg_op import parse_reg_ops
+from ..registry import ge_kernel, refuse
+
+_HALF = (torch.float16, torch.bfloat16)
+_GE_INT8 = 2
+_ROUNDING = {"rint": torch.round, "round": lambda v: torch.sign(v) * torch.floor(v.abs() + 0.5),
+             "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc}
+
+_PROTOTYPES = parse_reg_ops('''
+"""REG_OP(AddRmsNormQuant)
+    .INPUT(x1, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
+    .INPUT(x2, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
+    .INPUT(gamma, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
+    .INPUT(scales1, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
+    .OPTIONAL_INPUT(scales2, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
+    .OPTIONAL_INPUT(zero_points1, TensorType({DT_INT32, DT_FLOAT16, DT_FLOAT, DT_BF16}))
+    .OPTIONAL_INPUT(zero_points2, TensorType({DT_INT32, DT_FLOAT16, DT_FLOAT, DT_BF16}))
+    .OPTIONAL_INPUT(beta, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
+    .OUTPUT(y1, TensorType({DT_INT8, DT_HIFLOAT8, DT_FP8_E5M2, DT_FP8_E4M3FN}))
+    .OUTPUT(y2, TensorType({DT_INT8, DT_HIFLOAT8, DT_FP8_E5M2, DT_FP8_E4M3FN}))
+    .OUTPUT(x, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
+    .ATTR(axis, Int, -1)
+    .ATTR(epsilon, Float, 1e-6f)
+    .ATTR(div_mode, Bool, true)
+    .ATTR(dst_type, Int, DT_INT8)
+    .OP_END_FACTORY_REG(AddRmsNormQuant)
+"""
+''', {"DT_INT8": _GE_INT8})
+ADD_RMS_NORM_QUANT = _PROTOTYPES["AddRmsNormQuant"]
+
+
+def _int8(values):
+    return values.clamp(-128, 127).to(torch.int8)
+
+
+def _require_int8(dst_type):
+    if int(dst_type) != _GE_INT8:
+        refuse(f"dst_type={dst_type}: only DT_INT8 outputs are simulated (int4/fp8/hifloat8 are not)")
+
+
+def _rowmax_scale(wide):
+    absmax = wide.abs().amax(dim=-1, keepdim=True)
+    if bool((absmax == 0).any()):
+        refuse("a row of zeros: its scale is 0 and round(0 / 0) is not defined by CANN")
+    return absmax / 127.0
+
+
+def _groups(group_index, rows):
+    counts = [int(v) for v in group_index.reshape(-1).tolist()]
+    if any(c < 0 for c in counts) or sum(counts) != rows:
+        refuse(f"group_index {counts} must be token counts summing to {rows} (rows past the sum are unwritten)")
+    return torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts, dtype=torch.int64))
+
+
+@ge_kernel("DequantSwigluQuant", accepts={"x": (torch.int32, torch.float16, torch.bfloat16)})
+def dequant_swiglu_quant(x, weight_scale, activation_scale, bias, quant_scale, quant_offset, group_index, *,
+                         activate_left, quant_mode, dst_type, round_mode, activate_dim, swiglu_mode, clamp_limit,
+                         glu_alpha, glu_bias):
+    _require_int8(dst_type)
+    if quant_mode != "dynamic":
+        refuse(f"quant_mode={quant_mode!r}: only 'dynamic' is simulated (the static formula is not documented)")
+    if swiglu_mode != 0 or bias is not None or quant_offset is not None:
+        refuse("swiglu_mode != 0, bias and quant_offset are not simulated (their order is not documented)")
+    if activate_dim not in (-1, x.dim() - 1) or x.dim() != 2 or x.shape[-1] % 2:
+        refuse(f"x {list(x.shape)} with activate_dim {activate_dim}: a 2-D x activated on its even last dim only")
+    if round_mode not in _ROUNDING:
+        refuse(f"round_mode={round_mode!r} is not rint, round, floor, ceil or trunc")
+    rows = None if group_index is None else _groups(group_index, x.shape[0])
+    wide = x.float()
+    if x.dtype == torch.int32:
+        if weight_scale is None or activation_scale is None:
+            refuse("an int32 x needs weight_scale and activation_scale")
+        per_channel = weight_scale.float().reshape(-1, x.shape[-1])
+        wide = wide * (per_channel if rows is None else per_channel[rows]) * activation_scale.float().reshape(-1, 1)
+    half = x.shape[-1] // 2
+    a, b = wide[:, :half], wide[:, half:]
+    gate, linear = (a, b) if activate_left else (b, a)
+    out = gate * torch.sigmoid(gate) * linear
+    if quant_scale is not None:
+        smooth = quant_scale.float().reshape(-1, half)
+        out = out * (smooth if rows is None else smooth[rows])
+    scale = _rowmax_scale(out)
+    return _int8(_ROUNDING[round_mode](out / scale)), scale.squeeze(-1)
+
+
+def _add_rms(x1, x2, gamma, beta, epsilon):
+    x = (x1.float() + x2.float()).to(x1.dtype)
+    wide = x.float()
+    rstd = 1.0 / torch.sqrt(wide.square().mean(dim=-1, keepdim=True) + epsilon)
+    y = wide * rstd * gamma.float()
+    return x, (y if beta is None else y + beta.float())
+
+
+@ge_kernel("AddRmsNormDynamicQuant", one_dtype=("x1", "x2", "gamma"),
+           accepts={"x1": _HALF, "x2": _HALF, "gamma": _HALF})
+def add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta, *, epsilon, output_mask, dst_type):
+    _require_int8(dst_type)
+    x, y = _add_rms(x1, x2, gamma, beta, epsilon)
+    valid = (list(output_mask) if output_mask else
+             [True, smooth_scale1 is not None and smooth_scale2 is not None])
+    results = []
+    for keep, smooth in zip(valid, (smooth_scale1, smooth_scale2), strict=True):
+        if not keep:
+            results.append((torch.empty(0, dtype=torch.int8), torch.empty(0, dtype=torch.float32)))
+            continue
+        value = y if smooth is None else y * smooth.float()
+        scale = _rowmax_scale(value)
+        results.append((_int8(torch.round(value / scale)), scale.squeeze(-1)))
+    (y1, scale1), (y2, scale2) = results
+    return y1, y2, x, scale1, scale2
+
+
+@ge_kernel("AddRmsNormQuant", prototype=ADD_RMS_NORM_QUANT, one_dtype=("x1", "x2", "gamma"),
+           accepts={"x1": _HALF, "x2": _HALF, "gamma": _HALF})
+def add_rms_norm_quant(x1, x2, gamma, scales1, scales2, zero_points1, zero_points2, beta, *, axis, epsilon, div_mode,
+                       dst_type):
+    _require_int8(dst_type)
+    if axis not in (-1, x1.dim() - 1):
+        refuse(f"axis={axis}: CANN takes -1 only")
+    x, y = _add_rms(x1, x2, gamma, beta, epsilon)
+    outputs = []
+    for scales, zero_points in ((scales1, zero_points1), (scales2, zero_points2)):
+        if scales is None:
+            outputs.append(torch.zeros(x.shape, dtype=torch.int8))
+            continue
+        value = y / scales.float() if div_mode else y * scales.float()
+        outputs.append(_int8(torch.round(value if zero_points is None else value + zero_points.float())))
+    return outputs[0], outputs[1], x
