@@ -27,6 +27,7 @@ import torch
 
 from .._ge.values import decode_attr, fx_tensor_meta, proto_dtype_name
 from .graph_classes import NodeInfo, classify, data_inputs, meta_text
+from .graph_text import describe_desc
 
 CUSTOM_FILL, CUSTOM_EDGE = "#ffb74d", "#b35c00"
 YAML_FILL, YAML_EDGE = "#fff1b8", "#c99a00"
@@ -40,7 +41,7 @@ _META_OTHER = re.compile(r"<class '(?:torch\.)?(\w+)'>\((.*)\)$", re.S)
 _MAX_ATTRS, _MAX_TEXT = 4, 36
 
 
-def describe_output(desc) -> str:
+def describe_output(desc, op=None) -> str:
     """`float32[s0, 16]` from the FX meta when present, else from the desc; `?` = unknown."""
     tensor_meta = fx_tensor_meta(desc)
     if tensor_meta:
@@ -50,8 +51,9 @@ def describe_output(desc) -> str:
         match = _META_OTHER.match(meta)
         if match:
             return f"{match.group(1)} {match.group(2)}"
-    dims = f"[{', '.join(str(d) for d in desc.shape.dim)}]" if desc.HasField("shape") else "[?]"
-    return proto_dtype_name(desc.dtype) + dims
+    if not desc.HasField("shape"):
+        return describe_desc(desc, op)  # TorchAir's placeholder desc: the node's dtype attr or `?`
+    return proto_dtype_name(desc.dtype) + f"[{', '.join(str(d) for d in desc.shape.dim)}]"
 
 
 def _value_text(attr_def, limit: int = _MAX_TEXT) -> str:
@@ -115,7 +117,8 @@ def _label(info: NodeInfo) -> str:
         names = [d.name for d in op.output_desc]
         for desc in op.output_desc:
             prefix = f"{desc.name}: " if len(names) > 1 and desc.name else ""
-            rows.append(f'<FONT POINT-SIZE="{small + 1}" COLOR="{color}">{esc(prefix + describe_output(desc))}</FONT>')
+            text = esc(prefix + describe_output(desc, op))
+            rows.append(f'<FONT POINT-SIZE="{small + 1}" COLOR="{color}">{text}</FONT>')
     return "<" + "<BR/>".join(rows) + ">"
 
 

@@ -103,17 +103,23 @@ def clone_tree(tree: Any) -> Any:
     return torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), tree)
 
 
-def assert_results_close(actual: Any, expected: Any) -> None:
+def assert_results_close(actual: Any, expected: Any, label: str = "output") -> None:
     """Same structure, dtypes and shapes, and values within `tolerances(dtype)`; non-tensors equal."""
     actual_leaves = torch.utils._pytree.tree_leaves(actual)
     expected_leaves = torch.utils._pytree.tree_leaves(expected)
-    assert len(actual_leaves) == len(expected_leaves), (len(actual_leaves), len(expected_leaves))
-    for got, want in zip(actual_leaves, expected_leaves, strict=True):
+    assert len(actual_leaves) == len(expected_leaves), \
+        f"{len(actual_leaves)} result(s) where {len(expected_leaves)} are expected"
+    several = len(expected_leaves) > 1
+    for index, (got, want) in enumerate(zip(actual_leaves, expected_leaves, strict=True)):
+        which = f"{label} {index}: " if several else ""   # which output of a multi-output op differs
         if isinstance(want, torch.Tensor):
-            assert isinstance(got, torch.Tensor) and got.dtype == want.dtype and got.shape == want.shape, (got, want)
-            torch.testing.assert_close(got, want, **tolerances(want.dtype))
+            assert isinstance(got, torch.Tensor), f"{which}got {type(got).__name__}, expected a tensor"
+            assert got.dtype == want.dtype and got.shape == want.shape, \
+                f"{which}got {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
+            torch.testing.assert_close(got, want, **tolerances(want.dtype),
+                                       msg=lambda m, which=which: f"{which}{m}")
         else:
-            assert got == want
+            assert got == want, f"{which}got {got!r}, expected {want!r}"
 
 
 def sample_cases(name: str | None = None) -> list[SampleCase]:

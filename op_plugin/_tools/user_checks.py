@@ -15,6 +15,7 @@ import sympy
 import torch
 
 from .. import _registry
+from .error_text import clean_message
 from .oracles import check_golden, check_oracle, custom_type_note
 from .samples import SampleCase, assert_results_close, clone_tree
 
@@ -38,9 +39,12 @@ def check_opcheck(case: SampleCase) -> str:
     """torch.library.opcheck: schema, fake tensor, autograd registration, AOT dispatch."""
     differentiable = _differentiable(case) and torch.is_grad_enabled()  # not under `op-plugin test --no-grad`
     args, kwargs = case.inputs(requires_grad=differentiable)
-    results = torch.library.opcheck(case.op, args, kwargs)
+    # raise_exception=False: each failing test with its own message, not torch's "(scroll up for stack
+    # trace)" wrapper, whose trace a report does not show
+    results = torch.library.opcheck(case.op, args, kwargs, raise_exception=False)
     failed = {name: result for name, result in results.items() if result != "SUCCESS"}
-    assert not failed, f"opcheck: {failed}"
+    assert not failed, "opcheck: " + "; ".join(f"{name} failed: {clean_message(error)}"
+                                               for name, error in failed.items())
     return "opcheck: " + ", ".join(sorted(results))
 
 
@@ -142,7 +146,8 @@ def compiled_vs_eager(case: SampleCase, compiled, dims=None, seed=5) -> tuple:
         got = compiled(*args, **kwargs)
         want = case.op(*eager_args, **eager_kwargs)
     assert_results_close(got, want)
-    assert_results_close((args, kwargs), (eager_args, eager_kwargs))  # in-place ops mutate the same way
+    # in-place ops mutate the same way (arguments counted in order)
+    assert_results_close((args, kwargs), (eager_args, eager_kwargs), label="argument")
     return args, kwargs
 
 

@@ -10,7 +10,6 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from .._registry.fake_overrides import warn_replaced_fakes
 from .._registry.load import load_yaml, parse_yaml
 from .._spec.model import OpSpec
 from .default_samples import NoDefaultSample, default_sample_case
-from .error_text import clean_message
+from .error_text import clean_message, origin
 from .oracles import GoldenCase, custom_type_note, golden_cases, has_oracle
 from .progress import progress_bar
 from .samples import SampleCase
@@ -147,8 +146,8 @@ def run_yaml_checks(path, python=(), checks=None, ops=None, no_grad: bool = Fals
 def error_detail(error: BaseException) -> str:
     """One paragraph for an unexpected error: its type and message without the tracebacks and
     log lines TorchAir and dynamo append, and where it was raised."""
-    last = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
-    return f"{clean_message(error)}" + (f" ({Path(last.filename).name}:{last.lineno})" if last else "")
+    where = origin(error)
+    return clean_message(error) + (f" ({where})" if where else "")
 
 
 def notes(outcomes: list[CheckOutcome]) -> list[str]:
