@@ -162,6 +162,7 @@ def test_init_routing_v2_dropless(start, end, active_num, dtype):
     _, scatter, _, _ = npu.npu_moe_init_routing_v2(x, expert_idx, expert_num=e, row_idx_type=1,
                                                    active_expert_range=[start, end])
     assert scatter[:len(order)].tolist() == order
+    assert bool((scatter[len(order):] == -1).all())  # not written on an NPU
 
 
 def test_init_routing_v2_drop_pad():

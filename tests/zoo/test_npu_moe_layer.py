@@ -133,6 +133,23 @@ def test_ge_mode(routing, dynamic):
 
 
 @pytest.mark.parametrize("routing", ["v1", "v2"])
+def test_ge_mode_bfloat16(routing):
+    """bfloat16 weights and tokens (as served): compiled against eager at bfloat16's tolerance, and against the
+    dense MoE in float32 within bfloat16's rounding of the routed sums."""
+    layer = DeepSeekMoE(routing).to(torch.bfloat16)
+    torch._dynamo.reset()
+    compiled = torch.compile(layer, backend="npugraph", dynamic=True)
+    with torch.no_grad():
+        for n in (6, 9):
+            x = _tokens(n).to(torch.bfloat16)
+            got = compiled(x)
+            torch.testing.assert_close(got, layer(x), atol=2e-2, rtol=2e-2)
+            dense = dense_moe(layer.float(), x.float())
+            layer.to(torch.bfloat16)
+            torch.testing.assert_close(got.float(), dense, atol=6e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("routing", ["v1", "v2"])
 def test_aclgraph_mode(routing):
     layer = DeepSeekMoE(routing)
     torch._dynamo.reset()

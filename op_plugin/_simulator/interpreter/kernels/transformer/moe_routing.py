@@ -23,7 +23,8 @@ Semantics (ops-transformer docs `aclnn<Type>.md`, the op-plugin unit tests' nump
   (drop_pad_mode 0, first min(active_num, N*K) rows) or drop-pad ((E, C, H), the first C tokens of
   each expert, zero padding). quant_mode -1 (expanded_scale = scale of each row's token when
   given) and 1 (dynamic int8: per row s = max|x * smooth_scale[expert]| / 127, round half to even
-  of x * smooth / s). Rows past the valid ones are not written on an NPU: here NaN (0 for int8).
+  of x * smooth / s). Rows past the valid ones are not written on an NPU: here NaN (0 for int8; -1
+  in scatter indices).
 - MoeFinalizeRouting(V2): out = x1 + x2 + sum_k scales[i,k] * (expanded_x[r(i,k)] + bias[expert[i,k]])
   with r(i,k) = expanded_row_idx[i + k*N] (drop_pad_mode 0/1, MoeInitRouting's layout) or
   [i*K + k] (2/3, V2/V3's layout); in drop-pad modes (1/3) an index -1 (a dropped token) adds
@@ -222,7 +223,8 @@ def init_routing_v3(x, expert_idx, scale, offset, *, active_num, expert_capacity
     out_rows = rows * k if active_num <= 0 else min(active_num, rows * k)
     valid = min(out_rows, available)
     if row_idx_type == 1:
-        expanded_row_idx = order.to(torch.int32)  # past the available ones not written on an NPU: the sort's tail
+        expanded_row_idx = order.to(torch.int32)
+        expanded_row_idx[available:] = -1  # past the available ones not written on an NPU: -1 shows it
     elif row_idx_type == 0:
         expanded_row_idx = torch.full((rows * k,), -1, dtype=torch.int32)
         expanded_row_idx[order[:available]] = torch.arange(available, dtype=torch.int32)
