@@ -371,13 +371,16 @@ def test_a_yaml_op_cannot_take_a_defined_torch_npu_name(tmp_path):
 
 
 def test_no_backward_is_refused_not_differentiated_silently():
+    """Ops torch_npu gives no autograd formula (npu_add_rms_norm; npu_rms_norm and npu_swiglu have one:
+    test_npu_ops_backward.py)."""
     x, gamma = torch.randn(2, 4, requires_grad=True), torch.randn(4)
-    with pytest.raises(NotImplementedError, match="npu_rms_norm has no backward"):
-        npu.npu_rms_norm(x, gamma)
+    with pytest.raises(NotImplementedError, match="npu_add_rms_norm has no backward"):
+        npu.npu_add_rms_norm(x, x, gamma)
     with torch.no_grad():
-        assert npu.npu_rms_norm(x, gamma)[0].shape == (2, 4)
-    with pytest.raises(Exception, match="npu_swiglu has no backward"):
-        Npugraph(lambda t: npu.npu_swiglu(t).sum(), fullgraph=False)(torch.randn(2, 4, requires_grad=True))
+        assert npu.npu_add_rms_norm(x, x, gamma)[0].shape == (2, 4)
+    with pytest.raises(Exception, match="npu_add_rms_norm has no backward"):
+        Npugraph(lambda t: npu.npu_add_rms_norm(t, t, gamma)[0].sum(), fullgraph=False)(
+            torch.randn(2, 4, requires_grad=True))
 
 
 def test_rotary_mul_with_rotate_compiles_to_rotary_position_embedding():

@@ -1,4 +1,201 @@
-"""CPU reference kernels of the backward ops torch_npu registers for its fused ops (training)."""
+"""CPU reference kernels of torch_npu's backward ops, and the autograd formulas torch_npu registers for
+its forward ops (its C++ ``NpuRmsNormBackward0`` ... nodes, generated from op-plugin's derivatives.yaml).
+
+Backward ops (float32 inside for 16-bit inputs, rounded once):
+
+* ``npu_rms_norm_backward(dy, self, gamma, rstd) -> (dx, dgamma)``: with ``g = dy * gamma`` and ``xr = x *
+  rstd``, ``dx = rstd * (g - xr * mean(g * xr))`` over the normalized (last ``gamma.dim()``) dims,
+  ``dgamma = sum(dy * xr)`` over the others, float32 (the wheel's Meta; CANN RmsNormGrad).
+* ``npu_swiglu_backward(grad_output, self, dim)``: ``A, B`` the halves of x; ``dA = g * B * s * (1 + A * (1 - s))``,
+  ``dB = g * A * s`` with ``s = sigmoid(A)``, concatenated along ``dim``.
+* ``npu_rotary_mul_backward(grad, self, r1, r2, rotary_mode)``: ``dx = g * r1 + R^T(g * r2)`` with R the
+  mode's rotation ("half", "interleave"), ``dr1 = sum(g * x)``, ``dr2 = sum(g * R(x))`` reduced to r1/r2's
+  broadcast shapes.
+* ``npu_gelu_backward(grad_output, self, approximate)``: ``g * GELU'(x)`` (erf or tanh form).
+* ``npu_linear_backward(grad, input, weight) -> (grad @ weight, grad^T @ input)``.
+* ``npu_dtype_cast_backward(grad, dtype, ...)`` / ``_npu_dtype_cast_backward``: ``grad`` cast to ``dtype``.
+
+Autograd (``AUTOGRAD``, registered by ops.py for the Autograd key): ``npu_rms_norm`` (self, gamma; rstd
+not differentiable), ``npu_swiglu``, ``npu_rotary_mul`` (self, r1, r2; a ``rotate`` matrix is refused:
+torch_npu's formula does not take it), ``npu_gelu``, ``npu_linear`` (input, weight; bias: the gradient
+summed to its shape), ``npu_dtype_cast`` / ``_npu_dtype_cast`` (grad cast back to the input's dtype).
+"""
 from __future__ import annotations
 
-KERNELS: dict = {}
+import math
+
+import torch
+
+from ..._base.numerics import opmath
+from .dense import plain_dtype
+
+
+def npu_rms_norm_backward(dy, self, gamma, rstd):
+    dims = list(range(self.dim() - gamma.dim(), self.dim()))
+    lead = list(range(self.dim() - gamma.dim()))
+    x, g = opmath(self).float(), opmath(dy).float() * opmath(gamma).float()
+    normalized = x * rstd.float()
+    dx = rstd.float() * (g - normalized * (g * normalized).mean(dim=dims, keepdim=True))
+    dgamma = (opmath(dy).float() * normalized).sum(dim=lead) if lead else opmath(dy).float() * normalized
+    return dx.to(self.dtype), dgamma.float()
+
+
+def npu_swiglu_backward(grad_output, self, dim=-1):
+    a, b = opmath(self).float().chunk(2, dim=dim)
+    g = opmath(grad_output).float()
+    s = torch.sigmoid(a)
+    return torch.cat((g * b * s * (1 + a * (1 - s)), g * a * s), dim=dim).to(self.dtype)
+
+
+def _rotation(x, mode, transpose=False):
+    """R(x) for the mode, or R^T(x) (the adjoint used by the gradient)."""
+    sign = -1.0 if transpose else 1.0
+    if mode == "half":
+        first, second = x.chunk(2, dim=-1)
+        return torch.cat((-sign * second, sign * first), dim=-1)
+    if mode == "interleave":
+        return torch.stack((-sign * x[..., 1::2], sign * x[..., ::2]), dim=-1).flatten(-2)
+    raise ValueError(f"npu::npu_rotary_mul_backward: rotary_mode {mode!r} is not 'half' or 'interleave'")
+
+
+def _sum_to(t, shape):
+    lead = t.dim() - len(shape)
+    t = t.sum(dim=list(range(lead))) if lead else t
+    dims = [i for i, n in enumerate(shape) if n == 1 and t.shape[i] != 1]
+    return t.sum(dim=dims, keepdim=True) if dims else t
+
+
+def npu_rotary_mul_backward(grad, self, r1, r2, rotary_mode="half"):
+    x, g = opmath(self).float(), opmath(grad).float()
+    dx = g * opmath(r1).float() + _rotation(g * opmath(r2).float(), rotary_mode, transpose=True)
+    dr1 = _sum_to(g * x, r1.shape)
+    dr2 = _sum_to(g * _rotation(x, rotary_mode), r2.shape)
+    return dx.to(self.dtype), dr1.to(self.dtype), dr2.to(self.dtype)
+
+
+def npu_gelu_backward(grad_output, self, *, approximate="none"):
+    x, g = opmath(self).float(), opmath(grad_output).float()
+    if approximate == "none":
+        local = 0.5 * (1 + torch.erf(x / math.sqrt(2))) + x * torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    elif approximate == "tanh":
+        k = math.sqrt(2 / math.pi)
+        t = torch.tanh(k * (x + 0.044715 * x ** 3))
+        local = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
+    else:
+        raise ValueError(f"npu::npu_gelu_backward: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return (g * local).to(self.dtype)
+
+
+def npu_linear_backward(grad, input, weight):
+    g = opmath(grad).float()
+    return ((g @ opmath(weight).float()).to(input.dtype), (g.t() @ opmath(input).float()).to(weight.dtype))
+
+
+def npu_dtype_cast_backward(grad, dtype, grad_dtype=None, input_dtype=None):
+    op = "npu_dtype_cast_backward"
+    if grad_dtype is not None or input_dtype is not None:
+        raise NotImplementedError(f"npu::{op}: grad_dtype/input_dtype (torch_npu's own formats) are not simulated")
+    return grad.to(plain_dtype(op, "dtype", dtype), copy=True)
+
+
+def _npu_dtype_cast_backward(grad, dtype):
+    return grad.to(dtype, copy=True)
+
+
+KERNELS = {
+    "npu_rms_norm_backward": npu_rms_norm_backward,
+    "npu_swiglu_backward": npu_swiglu_backward,
+    "npu_rotary_mul_backward": npu_rotary_mul_backward,
+    "npu_gelu_backward": npu_gelu_backward,
+    "npu_linear_backward": npu_linear_backward,
+    "npu_dtype_cast_backward": npu_dtype_cast_backward,
+    "_npu_dtype_cast_backward": _npu_dtype_cast_backward,
+}
+
+
+# ---- autograd: torch_npu's formulas, calling the backward ops above through the dispatcher ----
+
+_NPU = torch.ops.npu
+
+
+def _rms_norm(ctx, grads, inputs, outputs, kwargs):
+    x, gamma = inputs[0], inputs[1]
+    return _NPU.npu_rms_norm_backward(grads[0], x, gamma, outputs[1])
+
+
+def _swiglu(ctx, grads, inputs, outputs, kwargs):
+    dim = inputs[1] if len(inputs) > 1 else kwargs.get("dim", -1)
+    return (_NPU.npu_swiglu_backward(grads[0], inputs[0], dim),)
+
+
+def _rotary_mul(ctx, grads, inputs, outputs, kwargs):
+    mode = inputs[3] if len(inputs) > 3 else kwargs.get("rotary_mode", "half")
+    return _NPU.npu_rotary_mul_backward(grads[0], inputs[0], inputs[1], inputs[2], mode)
+
+
+def _gelu(ctx, grads, inputs, outputs, kwargs):
+    return (_NPU.npu_gelu_backward(grads[0], inputs[0], approximate=kwargs.get("approximate", "none")),)
+
+
+def _linear(ctx, grads, inputs, outputs, kwargs):
+    d_input, d_weight = _NPU.npu_linear_backward(grads[0], inputs[0], inputs[1])
+    bias = inputs[2] if len(inputs) > 2 else kwargs.get("bias")
+    return d_input, d_weight, (_sum_to(grads[0], bias.shape) if bias is not None else None)
+
+
+def _dtype_cast(ctx, grads, inputs, outputs, kwargs):
+    return (grads[0].to(inputs[0].dtype),)
+
+
+# op -> (formula, differentiable outputs, a refusal check on (args, kwargs) or None)
+FORMULAS = {
+    "npu_rms_norm": (_rms_norm, (0,), None),
+    "npu_swiglu": (_swiglu, (0,), None),
+    "npu_rotary_mul": (_rotary_mul, (0,), lambda args, kwargs: (len(args) > 4 and args[4] is not None)
+                       or kwargs.get("rotate") is not None),
+    "npu_gelu": (_gelu, (0,), None),
+    "npu_linear": (_linear, (0,), None),
+    "npu_dtype_cast": (_dtype_cast, (0,), None),
+    "_npu_dtype_cast": (_dtype_cast, (0,), None),
+}
+
+
+def autograd_kernel(name: str):
+    """An Autograd-key kernel applying torch_npu's formula for op `name` (see FORMULAS)."""
+    formula, differentiable, refuse = FORMULAS[name]
+    op = getattr(_NPU, name).default
+
+    class Node(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, keyset, kwargs, *args):
+            with torch._C._AutoDispatchBelowAutograd():
+                out = op.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
+            outputs = out if isinstance(out, tuple) else (out,)
+            ctx.inputs, ctx.kwargs, ctx.outputs = args, kwargs, outputs
+            ctx.mark_non_differentiable(*[o for i, o in enumerate(outputs) if i not in differentiable])
+            return out
+
+        @staticmethod
+        def backward(ctx, *grads):
+            grads = [g if g is not None else torch.zeros_like(o) for g, o in zip(grads, ctx.outputs, strict=True)]
+            results = formula(ctx, grads, ctx.inputs, ctx.outputs, ctx.kwargs)
+            padded = (list(results) + [None] * len(ctx.inputs))[:len(ctx.inputs)]
+            return (None, None, *[r if isinstance(a, torch.Tensor) else None
+                                  for r, a in zip(padded, ctx.inputs, strict=True)])
+
+    def kernel(keyset, *args, **kwargs):
+        tensors = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+            with torch._C._AutoDispatchBelowAutograd():
+                return op.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
+        if refuse is not None and refuse(args, kwargs):
+            raise NotImplementedError(f"npu::{name}: no backward for this call on the CPU simulator (torch_npu's "
+                                      "formula does not cover it, docs/torch-npu-ops.md)")
+        if any(isinstance(v, torch.Tensor) and v.requires_grad for v in kwargs.values()):
+            raise NotImplementedError(f"npu::{name}: pass tensors that require grad positionally")
+        return Node.apply(keyset, kwargs, *args)
+
+    return kernel
+
+
+AUTOGRAD = {name: autograd_kernel for name in FORMULAS}

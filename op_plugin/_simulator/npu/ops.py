@@ -129,7 +129,8 @@ def _define(wheel_root) -> RegistrationHandle:
                 library.impl(name, metas[name], "Meta")
             else:
                 schema_only.append(name)
-            library.impl(name, _no_gradient_kernel(name), "Autograd", with_keyset=True)
+            gradient = npu_ops_backward.AUTOGRAD.get(name, _no_gradient_kernel)(name)
+            library.impl(name, gradient, "Autograd", with_keyset=True)
             if name in CPU_KERNELS:
                 library.impl(name, CPU_KERNELS[name], "CPU")
         for name, functional in _functional_variants(entries, names, undefined).items():

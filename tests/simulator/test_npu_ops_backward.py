@@ -1,0 +1,146 @@
+"""torch_npu's backward ops and autograd formulas (issue 23): npu_rms_norm_backward, npu_swiglu_backward,
+npu_rotary_mul_backward, npu_gelu_backward, npu_linear_backward, npu_dtype_cast_backward against
+torch.autograd on plain-torch forwards written independently (float64); autograd through the npu ops
+against the same; the backward ops through npugraph (TorchAir: RmsNormGrad, SwiGluGrad, RotaryMulGrad,
+GeluGradV2) against eager, and a compiled training step against eager gradients."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_plugin._simulator import capture_graphs
+from op_plugin._testing_harness import Npugraph, assert_close, check_compiled
+
+npu = torch.ops.npu
+pytestmark = pytest.mark.usefixtures("torchair")
+F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
+
+
+def _grads(forward, inputs, grad_out):
+    """d(forward(*inputs) . grad_out)/d(inputs) by torch.autograd, in float64."""
+    leaves = [t.detach().double().requires_grad_() for t in inputs]
+    out = forward(*leaves)
+    return torch.autograd.grad(out, leaves, grad_out.double())
+
+
+def _plain_rms(x, gamma, eps=1e-6):
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * gamma
+
+
+def _plain_swiglu(x, dim=-1):
+    a, b = x.chunk(2, dim=dim)
+    return F.silu(a) * b
+
+
+def _plain_rotary_half(x, r1, r2):
+    d = x.shape[-1] // 2
+    return x * r1 + torch.cat((-x[..., d:], x[..., :d]), -1) * r2
+
+
+def _plain_rotary_interleave(x, r1, r2):
+    rotated = torch.stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2)
+    return x * r1 + rotated * r2
+
+
+@pytest.mark.parametrize("dtype", (F32, F16))
+def test_rms_norm_backward(dtype):
+    x, gamma, dy = torch.randn(2, 3, 16).to(dtype), (torch.rand(16) + 0.5).to(dtype), torch.randn(2, 3, 16).to(dtype)
+    _, rstd = npu.npu_rms_norm(x, gamma, 1e-6)
+    dx, dgamma = npu.npu_rms_norm_backward(dy, x, gamma, rstd)
+    want_dx, want_dgamma = _grads(_plain_rms, (x, gamma), dy)
+    assert dgamma.dtype == F32
+    assert_close(dx, want_dx.to(dtype), "npu_ops", scale=4)
+    assert_close(dgamma, want_dgamma.float(), "npu_ops", dtype=dtype, scale=4)
+    check_compiled(lambda *a: npu.npu_rms_norm_backward(*a), (dy, x, gamma, rstd), "RmsNormGrad", kind="npu_ops")
+
+
+@pytest.mark.parametrize("dim", [-1, 1])
+def test_swiglu_backward(dim):
+    x, dy = torch.randn(3, 8, 6), torch.randn(3, 8, 6)
+    dy = dy.chunk(2, dim=dim)[0].contiguous()
+    want = _grads(lambda t: _plain_swiglu(t, dim), (x,), dy)[0]
+    assert_close(npu.npu_swiglu_backward(dy, x, dim), want.float(), "npu_ops")
+    check_compiled(lambda g, t: npu.npu_swiglu_backward(g, t, dim), (dy, x), "SwiGluGrad", kind="npu_ops")
+
+
+@pytest.mark.parametrize("mode", ["half", "interleave"])
+def test_rotary_mul_backward(mode):
+    x, r1, r2 = torch.randn(2, 3, 4, 64), torch.randn(1, 3, 1, 64), torch.randn(1, 3, 1, 64)
+    dy = torch.randn(2, 3, 4, 64)
+    plain = _plain_rotary_half if mode == "half" else _plain_rotary_interleave
+    want = _grads(plain, (x, r1, r2), dy)
+    got = npu.npu_rotary_mul_backward(dy, x, r1, r2, mode)
+    assert_close(got, tuple(w.float() for w in want), "npu_ops", scale=4)
+
+
+def test_rotary_mul_backward_compiled():
+    """TorchAir lowers it to RotaryMulGrad (rank 4, D a multiple of 64), the half rotation."""
+    args = (torch.randn(2, 3, 4, 64), torch.randn(2, 3, 4, 64), torch.randn(1, 1, 4, 64), torch.randn(1, 1, 4, 64))
+    check_compiled(lambda *a: npu.npu_rotary_mul_backward(*a), args, "RotaryMulGrad", kind="npu_ops", scale=4)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_backward(approximate):
+    x, dy = torch.randn(4, 16) * 2, torch.randn(4, 16)
+    want = _grads(lambda t: F.gelu(t, approximate=approximate), (x,), dy)[0]
+    assert_close(npu.npu_gelu_backward(dy, x, approximate=approximate), want.float(), "npu_ops")
+
+
+def test_linear_and_dtype_cast_backward():
+    x, w, dy = torch.randn(3, 8), torch.randn(5, 8), torch.randn(3, 5)
+    want = _grads(lambda a, b: a @ b.t(), (x, w), dy)
+    assert_close(npu.npu_linear_backward(dy, x, w), tuple(t.float() for t in want), "npu_ops")
+    g = torch.randn(4).half()
+    assert torch.equal(npu.npu_dtype_cast_backward(g, torch.float32), g.float())
+
+
+CASES = {  # op call, plain forward, inputs (float32)
+    "rms_norm": (lambda x, g: npu.npu_rms_norm(x, g, 1e-6)[0], _plain_rms,
+                 lambda: (torch.randn(2, 5, 8), torch.rand(8) + 0.5)),
+    "swiglu": (lambda x: npu.npu_swiglu(x, -1), _plain_swiglu, lambda: (torch.randn(3, 8),)),
+    "rotary_half": (lambda x, a, b: npu.npu_rotary_mul(x, a, b), _plain_rotary_half,
+                    lambda: (torch.randn(2, 3, 4, 8), torch.randn(1, 3, 1, 8), torch.randn(1, 3, 1, 8))),
+    "rotary_interleave": (lambda x, a, b: npu.npu_rotary_mul(x, a, b, "interleave"), _plain_rotary_interleave,
+                          lambda: (torch.randn(2, 3, 4, 8), torch.randn(1, 3, 1, 8), torch.randn(1, 3, 1, 8))),
+    "gelu": (lambda x: npu.npu_gelu(x, approximate="tanh"), lambda x: F.gelu(x, approximate="tanh"),
+             lambda: (torch.randn(4, 6),)),
+    "linear": (lambda x, w, b: npu.npu_linear(x, w, b), lambda x, w, b: x @ w.t() + b,
+               lambda: (torch.randn(3, 8), torch.randn(5, 8), torch.randn(5))),
+    "dtype_cast": (lambda x: npu.npu_dtype_cast(x, torch.float16).float() * 3, lambda x: x * 3,
+                   lambda: (torch.randn(6),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_autograd_through_the_npu_ops(name):
+    op_call, plain, make = CASES[name]
+    inputs = [t.requires_grad_() for t in make()]
+    out = op_call(*inputs)
+    dy = torch.randn_like(out)
+    got = torch.autograd.grad(out, inputs, dy)
+    want = _grads(plain, inputs, dy)
+    # the dtype cast's gradient passes through float16: compare at float16's tolerance
+    assert_close(got, tuple(w.float() for w in want), "npu_ops", scale=8, dtype=F16 if name == "dtype_cast" else None)
+
+
+def test_autograd_refuses_a_rotate_matrix():
+    x = torch.randn(2, 4, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="npu_rotary_mul"):
+        npu.npu_rotary_mul(x, torch.ones(2, 4), torch.ones(2, 4), "half", torch.eye(4))
+
+
+@pytest.mark.parametrize("name,grad_type", [("rms_norm", "RmsNormGrad"), ("swiglu", "SwiGluGrad"),
+                                            ("gelu", "GeluGradV2")])
+def test_compiled_training_step_matches_eager_gradients(name, grad_type):
+    op_call, _, make = CASES[name]
+
+    def step(*inputs):
+        return (op_call(*inputs) ** 2).sum()
+
+    eager_inputs = [t.requires_grad_() for t in make()]
+    graph_inputs = [t.detach().clone().requires_grad_() for t in eager_inputs]
+    step(*eager_inputs).backward()
+    with capture_graphs() as graphs:
+        Npugraph(step)(*graph_inputs).backward()
+    assert grad_type in {op.type for g in graphs for op in g.op}
+    for got, want in zip(graph_inputs, eager_inputs, strict=True):
+        assert_close(got.grad, want.grad, "npu_ops", scale=4)
