@@ -23,5 +23,6 @@ from . import (  # noqa: F401
     moe_converters,
     numeric_corrections,
     quant_converters,
+    rng_converters,
     vision_converters,
 )

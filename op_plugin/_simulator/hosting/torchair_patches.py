@@ -84,6 +84,11 @@ class TorchAirPatches:
         self._torchair_state: _TorchState | None = None
         self._depth = 0
 
+    @property
+    def compiling(self) -> bool:
+        """TorchAir is compiling (its patched torch state is in)."""
+        return self._depth > 0
+
     @contextlib.contextmanager
     def active(self):
         if self._depth:  # nested (the backend calls the graph compiler): already swapped in

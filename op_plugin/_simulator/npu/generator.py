@@ -29,16 +29,39 @@ their ``stream(seed, offset)``: torch's CPU generator seeded with a 64-bit mix o
 so the numbers can never equal an NPU's or CPU eager's bit for bit; what holds is shape, dtype,
 value range, distribution, and determinism: the same seed and offset give the same numbers, a
 different offset (the next run) gives different ones.
+
+Seeds are 64-bit unsigned (``torch.manual_seed(-1)`` or ``torch.seed()`` give seeds >= 2**63), and
+TorchAir bakes ``initial_seed()`` into an int64 Const: the emulated generator reports the seed's
+64 bits as a signed int64 (two's complement), the bits the random kernels read. (torch_npu's NPU
+generator returns the unsigned value; TorchAir's Const then overflows on an Ascend host for seeds
+>= 2**63: docs/npu-faithful-lowering.md.)
+
+Activation checkpointing (``torch.utils.checkpoint``) saves the generator's state before a random op
+(``run_and_save_rng_state``) and replays the op with it in the recomputation
+(``run_with_rng_state``). An NPU's state is ``torch.npu.get_rng_state()``: 16 bytes, the uint64 seed
+then the int64 offset, little-endian (torch_npu's NPUGeneratorImpl, as CUDA's). ``get_state`` gives
+the same layout, and while TorchAir compiles, the traced state of a CPU-host graph is this one
+(``install``), not the 5,056-byte CPU generator state torch's CPU path would record; op_plugin's
+converters of the two higher-order ops (``op_plugin/_lowering/rng_converters.py``) build it from the
+(seed, offset) pair in the GE graph.
 """
 from __future__ import annotations
 
 import functools
+import importlib
 import threading
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 _MASK64 = (1 << 64) - 1
+_STATE_BYTES = 16  # torch_npu's generator state: uint64 seed, int64 offset
+
+
+def signed64(value: int) -> int:
+    """The 64 bits of `value` read as a signed int64 (two's complement)."""
+    value = int(value) & _MASK64
+    return value - (1 << 64) if value >> 63 else value
 
 
 class SimulatedNpuGenerator:
@@ -54,9 +77,17 @@ class SimulatedNpuGenerator:
     # tensor work (state comparisons, one draw) runs with every dispatch mode set aside.
 
     def initial_seed(self) -> int:
+        """The seed's 64 bits as a signed int64 (TorchAir stores it in an int64 Const)."""
         with self._lock, _disable_current_modes():
             self._follow_cpu_generator()
-            return self._seed
+            return signed64(self._seed)
+
+    def get_state(self) -> torch.Tensor:
+        """torch_npu's layout of the state: 16 uint8, the seed then the offset, little-endian."""
+        with self._lock, _disable_current_modes():
+            self._follow_cpu_generator()
+            pair = torch.tensor([signed64(self._seed), self._offset], dtype=torch.int64)
+            return pair.view(torch.uint8).clone()
 
     def get_offset(self) -> int:
         with self._lock, _disable_current_modes():
@@ -103,11 +134,13 @@ def npu_generator() -> SimulatedNpuGenerator:
 
 
 def install(torchair) -> None:
-    """Make every GE graph TorchAir builds draw its seed and offsets from npu_generator()."""
+    """Make every GE graph TorchAir builds draw its seed and offsets from npu_generator(), and
+    checkpointed random ops save the NPU generator's state while TorchAir compiles."""
     from torchair.ge import _ge_graph  # pylint: disable=import-outside-toplevel
 
     if getattr(_ge_graph.map_graph_rng_state, "_op_plugin_simulated", False):
         return
+    _install_checkpoint_state(torchair)
     state_class = _ge_graph._GraphRngState  # pylint: disable=protected-access
 
     def map_graph_rng_state(gen=None):
@@ -117,3 +150,27 @@ def install(torchair) -> None:
 
     map_graph_rng_state._op_plugin_simulated = True
     _ge_graph.map_graph_rng_state = map_graph_rng_state
+
+
+def _install_checkpoint_state(torchair) -> None:
+    """While TorchAir compiles (its `_op_plugin_patches` window), `run_and_save_rng_state` on CPU
+    tensors records the emulated NPU generator's state (uint8[16], as torch_npu's NPU path does),
+    not torch's CPU state (uint8[5056]): the graph TorchAir lowers is then the one an Ascend host
+    traces. Outside that window (eager, aot_eager, inductor on the CPU) torch's CPU path is kept."""
+    from torch._higher_order_ops.utils import registered_hop_fake_fns
+    from torch._prims import rng_prims
+
+    hop = rng_prims.run_and_save_rng_state
+    cpu_fake = registered_hop_fake_fns.get(hop)
+    if cpu_fake is None or getattr(cpu_fake, "_op_plugin_simulated", False):
+        return
+    compiler = importlib.import_module(f"{torchair.__name__}.npu_fx_compiler")
+
+    def fake(op, *args, **kwargs):
+        patches = getattr(compiler, "_op_plugin_patches", None)
+        if patches is None or not patches.compiling or rng_prims.get_device(args, kwargs) != "cpu":
+            return cpu_fake(op, *args, **kwargs)
+        return _generator.get_state(), op(*args, **kwargs)
+
+    fake._op_plugin_simulated = True
+    registered_hop_fake_fns[hop] = fake
