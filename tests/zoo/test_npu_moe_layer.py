@@ -29,12 +29,13 @@ def torch_npu_ops():
 class DeepSeekMoE(torch.nn.Module):
     """routing "v1": softmax top-k, init_routing v1, cumulative group_list, the shared expert as finalize's skip1;
     routing "v2": DeepSeek-V3's grouped sigmoid gate with a correction bias and renormalised weights,
-    init_routing_v2 with token counts, the shared expert added after finalize."""
+    init_routing_v2 with token counts, the shared expert added after finalize. active_num is -1 (every row), or
+    with `vllm_active_num` tokens * top_k as vllm-ascend passes it."""
 
-    def __init__(self, routing):
+    def __init__(self, routing, vllm_active_num=False):
         super().__init__()
         torch.manual_seed(0)
-        self.routing = routing
+        self.routing, self.vllm_active_num = routing, vllm_active_num
         self.router = torch.nn.Linear(HIDDEN, EXPERTS, bias=False)
         self.correction_bias = torch.nn.Parameter(torch.randn(EXPERTS) * 0.1)
         self.gate_up = torch.nn.Parameter(torch.randn(EXPERTS, HIDDEN, 2 * INTER) * 0.2)
@@ -63,8 +64,8 @@ class DeepSeekMoE(torch.nn.Module):
             logits, TOP_K, bias=self.correction_bias, k_group=TOPK_GROUPS, group_count=GROUPS, group_select_mode=1,
             renorm=0, norm_type=1, routed_scaling_factor=2.5, eps=1e-20)
         rows, expanded_row_idx, counts, _ = npu.npu_moe_init_routing_v2(
-            x, experts, active_num=-1, expert_num=EXPERTS, expert_tokens_num_type=1, expert_tokens_num_flag=True,
-            active_expert_range=[0, EXPERTS], quant_mode=-1)
+            x, experts, active_num=x.shape[0] * TOP_K if self.vllm_active_num else -1, expert_num=EXPERTS,
+            expert_tokens_num_type=1, expert_tokens_num_flag=True, active_expert_range=[0, EXPERTS], quant_mode=-1)
         out = self.experts(rows, counts, 1)
         routed = npu.npu_moe_finalize_routing(out, None, None, None, weights, expanded_row_idx, experts,
                                               drop_pad_mode=2)
@@ -130,6 +131,21 @@ def test_ge_mode(routing, dynamic):
                 types = {op.type for graph in graphs for op in graph.op}
                 assert set(GE_TYPES[routing]) <= types, sorted(types)
     assert counter.frame_count == 1, f"{counter.frame_count} compiles for token counts {sizes}"
+
+
+def test_ge_mode_with_vllm_active_num_recompiles_per_token_count():
+    """vllm-ascend passes active_num=num_tokens * top_k; torch_npu's schema declares `int active_num` (not
+    SymInt), so dynamo specializes it and compiles once per token count (as on an Ascend host): still
+    eager's numbers every time."""
+    layer = DeepSeekMoE("v2", vllm_active_num=True)
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("npugraph")
+    compiled = torch.compile(layer, backend=counter, dynamic=True)
+    with torch.no_grad():
+        for n in (6, 9):
+            x = _tokens(n)
+            torch.testing.assert_close(compiled(x), dense_moe(layer, x), atol=ATOL, rtol=0)
+    assert counter.frame_count == 2
 
 
 @pytest.mark.parametrize("routing", ["v1", "v2"])
