@@ -53,10 +53,21 @@ def test_meta_functions_are_the_wheels_code():
     assert "torch_npu" not in sys.modules
 
 
+# Covered ops TorchAir never sees or has no converter for, with the reason.
+NOT_LOWERED = {
+    "npu_scatter_pa_kv_cache": "functionalized to npu_scatter_pa_kv_cache_functional before TorchAir lowers",
+    "npu_kv_rmsnorm_rope_cache_v2": "functionalized to npu_kv_rmsnorm_rope_cache_v2_functional",
+    "npu_linear_backward": "TorchAir ships no converter (a graph-mode backward through npu_linear fails on an NPU too)",
+}
+
+
 def test_torchair_registered_its_converters_for_them():
     from torchair._ge_concrete_graph.fx2ge_converter import _get_converter
     for name in npu_ops.COVERED:
-        assert _get_converter(getattr(npu, name).default) is not None, name
+        if name not in NOT_LOWERED:
+            assert _get_converter(getattr(npu, name).default) is not None, name
+    for name in NOT_LOWERED:
+        assert name in npu_ops.COVERED and _get_converter(getattr(npu, name).default) is None, name
 
 
 def test_handle_undoes_and_redefines_in_a_fresh_process():
