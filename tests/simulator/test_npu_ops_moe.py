@@ -255,3 +255,12 @@ def test_init_routing_v2_compiled(drop_pad):
         return ex, rows, counts, out
     args = (torch.randn(5, 8), torch.randint(0, 4, (5, 2), dtype=torch.int32), torch.rand(5, 2))
     check_compiled(fn, args, ["MoeInitRoutingV3", "MoeFinalizeRoutingV2"], kind="npu_ops")
+
+
+def test_init_routing_v2_dynamic_quant_compiled():
+    def fn(x, expert_idx, smooth):
+        return npu.npu_moe_init_routing_v2(x, expert_idx, scale=smooth, active_num=x.shape[0] * 2, expert_num=4,
+                                           expert_tokens_num_type=1, expert_tokens_num_flag=True,
+                                           active_expert_range=[0, 4], quant_mode=1)
+    args = (torch.randn(5, 8), torch.randint(0, 4, (5, 2), dtype=torch.int32), torch.rand(4, 8) + 0.5)
+    check_compiled(fn, args, "MoeInitRoutingV3", kind="npu_ops")
