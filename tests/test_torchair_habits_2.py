@@ -269,3 +269,101 @@ def test_users_register_fake_wins_with_a_warning_naming_both(tmp_path):
         torch._dynamo.reset()
         unload("npu_h2_fake")
         _registry.detach("npu_h2_fake", _registry.Piece.REFERENCE)
+
+
+ACL_MODES = """\
+import sys, warnings
+import torch
+import op_plugin
+
+@op_plugin.reference("npu_h2_acl")
+def acl(x):
+    return x * 2
+
+op_plugin.load_yaml(sys.argv[1])
+torchair = op_plugin.load_torchair()
+config = torchair.CompilerConfig()
+config.mode = sys.argv[2]
+backend = torchair.get_npu_backend(compiler_config=config)
+f = torch.compile(lambda x: torch.ops.npu.npu_h2_acl(x).relu() + 1, backend=backend)
+x = torch.tensor([-1.0, 0.5, 2.0])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    out = f(x)
+assert out.tolist() == [1.0, 2.0, 5.0], out            # relu(2x) + 1, by hand
+said = [str(w.message) for w in caught if "CPU host" in str(w.message)]
+assert said and sys.argv[2] in said[0] and "reference" in said[0], [str(w.message) for w in caught]
+print("ACL MODE OK", sys.argv[2])
+"""
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "npugraph_ex"])
+def test_torchair_acl_graph_modes_through_get_npu_backend_on_a_cpu_host(tmp_path, mode):
+    """Item 6 (rest): CompilerConfig.mode "reduce-overhead" / "npugraph_ex" through
+    torchair.get_npu_backend no longer fails with "Couldn't import torch_npu": the AOT graph runs
+    with the reference kernels (ACL graph capture needs an NPU), with a warning saying so."""
+    (tmp_path / "acl.yaml").write_text("ops:\n  - func: npu_h2_acl(Tensor x) -> Tensor\n"
+                                       "    outputs: [{size: x.shape, dtype: x}]\n    ge: {type: NpuH2Acl}\n")
+    (tmp_path / "acl.py").write_text(ACL_MODES)
+    proc = subprocess.run([sys.executable, "acl.py", "acl.yaml", mode], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, check=False, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    assert proc.returncode == 0 and f"ACL MODE OK {mode}" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+DUMP_ORDER = """\
+import os, sys
+import torch
+import op_plugin
+
+@op_plugin.reference("npu_h2_acl")
+def acl(x):
+    return x * 2
+
+op_plugin.load_yaml(sys.argv[1])
+torchair = op_plugin.load_torchair()
+fn = lambda x: torch.ops.npu.npu_h2_acl(x) + 1
+
+def dump_compile():
+    config = torchair.CompilerConfig()
+    config.dump_config.enable_dump = True
+    os.makedirs("data", exist_ok=True)
+    config.dump_config.dump_path = "data"
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=torchair.get_npu_backend(compiler_config=config))(torch.ones(3))
+
+def npugraph_compile():
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="npugraph")(torch.ones(3))
+
+if sys.argv[2] == "dump_first":
+    assert dump_compile().tolist() == [3.0] * 3
+    assert npugraph_compile().tolist() == [3.0] * 3
+    files = [f for _, _, found in os.walk("data") for f in found]
+    assert any(f.startswith("NpuH2Acl.") and f.endswith(".npy") for f in files), files
+    print("DUMP ORDER OK")
+else:
+    npugraph_compile()
+    try:
+        dump_compile()
+    except Exception as exc:
+        print("REFUSED", exc)
+"""
+
+
+@pytest.mark.parametrize("order", ["dump_first", "npugraph_first"])
+def test_a_data_dump_in_a_process_that_also_compiles_with_npugraph(tmp_path, order):
+    """Item 3 (rest): GE is set up once per process with the first GE compile's options, in
+    TorchAir's own code on both hosts (GeConcreteGraph.__init__ passes the dump keys to
+    initialize_graph_engine). A data dump as the first compile, then npugraph, works; npugraph first
+    and then a dump is refused by TorchAir's own check, naming the dump option (docs/troubleshooting.md
+    gives the fix)."""
+    (tmp_path / "acl.yaml").write_text("ops:\n  - func: npu_h2_acl(Tensor x) -> Tensor\n"
+                                       "    outputs: [{size: x.shape, dtype: x}]\n    ge: {type: NpuH2Acl}\n")
+    (tmp_path / "order.py").write_text(DUMP_ORDER)
+    proc = subprocess.run([sys.executable, "order.py", "acl.yaml", order], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    if order == "dump_first":
+        assert "DUMP ORDER OK" in proc.stdout, proc.stdout[-2000:]
+    else:
+        assert "REFUSED" in proc.stdout and "ge.exec.enableDump" in proc.stdout, proc.stdout[-2000:]

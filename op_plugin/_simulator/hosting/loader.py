@@ -73,7 +73,9 @@ import threading
 from pathlib import Path
 
 from ..._base.errors import OpPluginError
-from . import distributed, fx_meta, install, native_stub, npu_settings, torchair_fixes, torchair_patches
+from . import (
+    aclgraph_mode, distributed, fx_meta, install, native_stub, npu_settings, torchair_fixes, torchair_patches,
+)
 from ..npu import generator as rng, ops as npu_ops
 
 
@@ -150,6 +152,7 @@ def _import_contained(torchair_parent: Path):
     rng.install(torchair)  # random ops: an emulated NPU generator (seed/offset protocol) instead of the CPU one
     distributed.install(torchair)  # its collective npu_define ops on CPU tensors, its send/recv pass without torch_npu
     npu_settings.install(torchair)  # torch.npu.matmul.allow_hf32 (False) for the two converters that read it
+    aclgraph_mode.install(torchair)  # mode reduce-overhead / npugraph_ex: the AOT graph, no ACL capture
     if "torch_npu" in sys.modules:  # the documented boundary; fail loudly if it ever breaks
         raise RuntimeError("loading the simulator's TorchAir imported torch_npu; the import boundary is broken")
     return torchair

@@ -1,0 +1,56 @@
+"""TorchAir's ACL-graph modes (`CompilerConfig.mode = "reduce-overhead"` or `"npugraph_ex"`) through
+`torchair.get_npu_backend` on a CPU host.
+
+On an NPU those modes capture the eager NPU kernels of the AOT graph into an ACL graph
+(`AclConcreteGraph`, which needs torch_npu's `NPUGraph`); no GE converter is involved. A CPU host
+has no graph capture, so TorchAir's compiler here hands back the AOT graph it was given, which runs
+the ops' eager (reference) kernels: the numbers of a captured ACL graph, minus the capture. Said
+with a warning, as npugraph's mode "aclgraph" says it; everything TorchAir does before the capture
+(AOT tracing, its FX passes, stream and event replacement) runs as on an NPU.
+"""
+from __future__ import annotations
+
+import functools
+import types
+import warnings
+
+ACL_MODES = ("reduce-overhead", "npugraph_ex")
+WARNING = ("TorchAir mode '{mode}' on a CPU host: the AOT graph runs with the eager (reference) kernels; "
+           "ACL graph capture needs an NPU")
+
+
+class _EagerAotGraph:
+    """What `_CompiledFxGraph` runs: its `codegen` hands back the AOT graph as the kernel."""
+
+    def __init__(self, gm):
+        self.gm = gm
+        self.graph = types.SimpleNamespace(name="the AOT graph, eager kernels (CPU host)")  # TorchAir logs its name
+
+    def codegen(self, extend_config=None, enable_cache=False):
+        del extend_config, enable_cache
+        return self.gm
+
+    def __call__(self, *args, **kwargs):
+        return self.gm(*args, **kwargs)
+
+
+def install(torchair) -> None:
+    """Route the ACL-graph modes of the simulator's TorchAir to the AOT graph (idempotent)."""
+    del torchair
+    from torchair import npu_fx_compiler  # pylint: disable=import-outside-toplevel
+
+    compiler = npu_fx_compiler._NpuFxCompiler  # pylint: disable=protected-access
+    original = compiler._gen_compiled_gm  # pylint: disable=protected-access
+    if getattr(original, "_op_plugin_acl_modes", False):
+        return
+
+    @functools.wraps(original)
+    def gen_compiled_gm(self, gm, example_inputs, observer):
+        mode = self.config.mode.value
+        if mode not in ACL_MODES:
+            return original(self, gm, example_inputs, observer)
+        warnings.warn(WARNING.format(mode=mode), UserWarning, stacklevel=2)
+        return _EagerAotGraph(gm)
+
+    gen_compiled_gm._op_plugin_acl_modes = True
+    compiler._gen_compiled_gm = gen_compiled_gm  # pylint: disable=protected-access
