@@ -100,3 +100,14 @@ def test_grouped_matmul_compiled_dynamic_tokens():
     w = torch.randn(3, 8, 4)
     sizes = [(torch.randn(m, 8), w, torch.tensor(counts)) for m, counts in ((6, [1, 3, 2]), (9, [4, 0, 5]))]
     check_dynamic_sizes(fn, sizes, kind="npu_ops")
+
+
+def test_multi_x_one_y():
+    xs = [torch.randn(m, 6) for m in (2, 3)]
+    ws = [torch.randn(6, 4) for _ in range(2)]
+    got, = npu.npu_grouped_matmul(xs, ws, split_item=2, group_type=-1)
+    assert_close(got, torch.cat([_product(x, w) for x, w in zip(xs, ws, strict=True)]).float(), "npu_ops")
+    compiled = check_compiled(lambda a, b, w1, w2: npu.npu_grouped_matmul([a, b], [w1, w2], split_item=3,
+                                                                          group_type=-1)[0],
+                              (*xs, *ws), "GroupedMatmul", kind="npu_ops")
+    assert compiled.got.shape == (5, 4)

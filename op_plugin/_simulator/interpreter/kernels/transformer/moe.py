@@ -11,6 +11,7 @@ must be empty (TorchAir fills an empty list with one 0-element tensor) and act_t
   weights are E 2-D tensors or one (E, K, N) tensor. Rows past the last group are "not updated"
   on the NPU (their contents are whatever the buffer held): here they are NaN, so a graph that
   reads them shows it instead of getting a plausible number.
+- multi-multi-single (split_item 2/3, group_type -1, no group_list): y = cat_i(x_i @ w_i + b_i) along M.
 - single-single-single (split_item 2/3, group_type 2): the K axis is grouped: one x (M, K) and one
   weight (K, N), y[i] = x[:, ks_i] @ weight[ks_i, :], y of shape (groups, M, N) (the weight
   gradient of a grouped matmul; an empty group gives zeros, the value of an empty sum).
@@ -87,6 +88,10 @@ def grouped_matmul(x, weight, bias, scale, offset, antiquant_scale, antiquant_of
         if len(xs) != len(weights):
             refuse(f"{len(xs)} x tensors for {len(weights)} weights")
         return tuple(product(rows, i).to(out_dtype) for i, rows in enumerate(xs))
+    if split_item in (2, 3) and group_type == -1 and group_list is None and len(xs) > 1:
+        if len(xs) != len(weights) or any(x.dim() != 2 for x in xs):
+            refuse(f"{len(xs)} x tensors for {len(weights)} weights (each x 2-D) when one y joins them")
+        return torch.cat([product(rows, i) for i, rows in enumerate(xs)]).to(out_dtype)
     if split_item in (2, 3) and group_type == 0 and len(xs) == 1 and group_list is not None:
         rows = xs[0]
         if rows.dim() != 2:
