@@ -18,13 +18,21 @@ lowering is imported (`registry` resolves "npu::npu_quant_matmul" when it instal
 """
 from __future__ import annotations
 
+import torch
+
+from .cases import F16, F32, I32, Support, T
 from .registry import aten_converter
 from .torchair_api import TorchAirApi
 
 _INT8_DEFAULT = 1  # torch.int8's ScalarType number: torch_npu's default output dtype
+_X1 = T([[-128, 127, 3, -7], [5, -1, 0, 127], [64, -64, 32, -32]], dtype=torch.int8)
+_X2 = T([[1, -2, 127], [-128, 3, 4], [7, 7, -7], [0, 1, -1]], dtype=torch.int8)
 
 
-@aten_converter("npu::npu_quant_matmul", when="completes")
+@aten_converter("npu::npu_quant_matmul", when="completes", cases=[
+    Support(_X1, _X2, F32(3, value_range=(1e-3, 1e-2)), pertoken_scale=F32(3, value_range=(0.5, 2)),
+            output_dtype=torch.bfloat16),
+    Support(_X1, _X2, F32(3, value_range=(1e-3, 1e-2)), bias=I32(3), output_dtype=torch.float16)])
 def npu_quant_matmul(ta: TorchAirApi, x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
                      output_dtype=None, x1_dtype=None, x2_dtype=None, pertoken_scale_dtype=None, scale_dtype=None,
                      group_sizes=None, y_scale=None, meta_outputs=None):
@@ -42,7 +50,9 @@ def npu_quant_matmul(ta: TorchAirApi, x1, x2, scale, *, offset=None, pertoken_sc
                                     dtype=dtype, transpose_x1=False, transpose_x2=False)
 
 
-@aten_converter("npu::npu_add_rms_norm_quant", when="missing")
+@aten_converter("npu::npu_add_rms_norm_quant", when="missing", cases=[
+    Support(F16(2, 8), F16(2, 8), F16(8), F32(8, value_range=(0.01, 0.1)), None),
+    Support(F16(2, 8), F16(2, 8), F16(8), F32(8, value_range=(0.5, 2)), F32(8), beta=F16(8), div_mode=False)])
 def npu_add_rms_norm_quant(ta: TorchAirApi, x1, x2, gamma, scales1, zero_points1=None, beta=None, scales2=None,
                            zero_points2=None, *, axis=-1, epsilon=1e-6, div_mode=True, dst_type=None,
                            meta_outputs=None):

@@ -55,12 +55,20 @@ _MISSING = object()
 
 @dataclass(frozen=True)
 class ConverterEntry:
-    """One declared converter: `fn` for each of `targets` (ops, or "ns::name" of library ops)."""
+    """One declared converter: `fn` for each of `declared` (ops, or "ns::name" of library ops and of ops
+    defined after op_plugin's import)."""
 
     fn: Callable
-    targets: tuple
+    declared: tuple
     when: When
     cases: tuple = ()
+
+    @property
+    def targets(self) -> tuple:
+        """The declared targets, a "ns::name" of a non-library converter as its op once that is defined."""
+        if self.when == "library":
+            return self.declared
+        return tuple((library_op(t) or t) if isinstance(t, str) else t for t in self.declared)
 
     def bind(self, ta: TorchAirApi) -> Callable:
         """`fn` with `ta` bound: TorchAir's converter signature (its own, less `ta`)."""
@@ -154,7 +162,7 @@ def install_aten_converters(ta: TorchAirApi) -> HandleGroup:
     with HandleGroup("op_plugin's aten converters") as group:
         for when in _WHEN:
             for entry in entries(when):
-                for target in entry.targets:
+                for target in entry.declared:
                     op = _npu_target(ta, target) if isinstance(target, str) else target
                     if op is None:
                         continue
@@ -214,7 +222,7 @@ def declared_cases() -> Iterator[tuple[Any, int, Any]]:
     that are not registered have none."""
     count: dict[Any, int] = {}
     for entry in _ENTRIES:
-        for target in entry.targets:
+        for target in entry.declared:
             op = library_op(target) if entry.when == "library" or isinstance(target, str) else target
             if op is None:
                 continue
