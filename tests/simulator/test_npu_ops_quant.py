@@ -232,3 +232,14 @@ def test_weight_quant_batchmatmul_compiled():
     scale, offset = (torch.rand(2, 4) / 10).half(), torch.randn(2, 4).half()
     check_compiled(lambda x, w, s, o: npu.npu_weight_quant_batchmatmul(x, w, s, o, antiquant_group_size=32),
                    (x, w, scale, offset), "WeightQuantBatchMatmulV2", kind="npu_ops")
+
+
+def test_zero_scales_in_divide_mode_are_refused_eagerly_and_by_the_ge_kernel():
+    x, scales = torch.randn(2, 4), torch.tensor([1.0, 0.0, 2.0, 1.0])
+    with pytest.raises(ValueError, match="scale of 0"):
+        npu.npu_quantize(x, scales, None, torch.qint8, 1, True)
+    assert npu.npu_quantize(x, scales, None, torch.qint8, -1, False).dtype == I8   # multiply mode: defined
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, s: npu.npu_quantize(x, s, None, torch.qint8, 1, True), backend="npugraph")
+    with pytest.raises(Exception, match="Quantize.*scale of 0"):
+        compiled(x, scales)

@@ -185,3 +185,13 @@ def test_add_rms_norm_quant_compiled(div_mode):
     check_compiled(lambda a, b, g, s, z: npu.npu_add_rms_norm_quant(a, b, g, s, z, scales2=s * 2, zero_points2=z,
                                                                     div_mode=div_mode),
                    (a, b, g, s, z), "AddRmsNormQuant", kind="npu_ops")
+
+
+def test_add_rms_norm_quant_zero_scales_refused():
+    x = torch.randn(2, 8).half()
+    with pytest.raises(ValueError, match="scale of 0"):
+        npu.npu_add_rms_norm_quant(x, x, torch.ones(8).half(), torch.zeros(8), None)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a, g, s: npu.npu_add_rms_norm_quant(a, a, g, s, None), backend="npugraph")
+    with pytest.raises(Exception, match="AddRmsNormQuant.*scale of 0"):
+        compiled(x, torch.ones(8).half(), torch.zeros(8))

@@ -182,6 +182,8 @@ def npu_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
         _fail(op, f"axis {axis} is out of range for an input of {self.dim()} dims")
     wide = self.float()
     scale = _per_axis(op, "scales", scales, self, axis).float()
+    if div_mode and bool((scale == 0).any()):
+        _fail(op, "a scale of 0 with div_mode=True: x / 0 is not defined by CANN (its docs require non-zero scales)")
     result = wide / scale if div_mode else wide * scale
     if zero_points is not None:
         result = result + _per_axis(op, "zero_points", zero_points, self, axis).float()

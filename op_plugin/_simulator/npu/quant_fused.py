@@ -132,6 +132,8 @@ def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None,
         if scales is None:
             outs.append(torch.zeros(x.shape, dtype=torch.int8))
             continue
+        if div_mode and bool((scales == 0).any()):
+            _fail(op, "a scale of 0 with div_mode=True: CANN requires non-zero scales (y / 0 is undefined)")
         value = y / scales.float() if div_mode else y * scales.float()
         if zero_points is not None:
             value = value + zero_points.float()

@@ -180,6 +180,8 @@ def quantize(x, scales, zero_points, *, dtype, axis):
     uint8, "torch.qint32" int32); scales/zero_points broadcast against x (TorchAir unsqueezes them)."""
     if dtype not in _QUANTIZE_OUT:
         refuse(f"dtype={dtype!r}: only torch.qint8, torch.quint8 and torch.qint32 are simulated")
+    if bool((scales == 0).any()):
+        refuse("a scale of 0: x / 0 is not defined by CANN")
     result = x.float() / scales.float()
     if zero_points is not None:
         result = result + zero_points.float()

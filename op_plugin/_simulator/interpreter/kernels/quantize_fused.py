@@ -145,6 +145,8 @@ def add_rms_norm_quant(x1, x2, gamma, scales1, scales2, zero_points1, zero_point
         if scales is None:
             outputs.append(torch.zeros(x.shape, dtype=torch.int8))
             continue
+        if div_mode and bool((scales == 0).any()):
+            refuse("a scale of 0 with div_mode: CANN requires non-zero scales (y / 0 is undefined)")
         value = y / scales.float() if div_mode else y * scales.float()
         outputs.append(_int8(torch.round(value if zero_points is None else value + zero_points.float())))
     return outputs[0], outputs[1], x
