@@ -38,7 +38,9 @@ _AGREEMENT_PREFIX = "op_plugin/hcom/agree"
 
 # GE types whose ranks must agree before they run (every one of a group's ranks runs them).
 GROUP_COLLECTIVES = frozenset({"HcomAllReduce", "HcomAllGather", "HcomReduceScatter", "HcomBroadcast",
-                               "HcomAllToAllV", "HcomAllToAll", "HcomAllGatherV", "HcomReduceScatterV"})
+                               "HcomAllToAllV", "HcomAllToAll", "HcomAllGatherV", "HcomReduceScatterV",
+                               # MC2: a matmul fused with a collective (kernels/mc2.py)
+                               "MatmulAllReduce", "AllGatherMatmul", "MatmulReduceScatter"})
 POINT_TO_POINT = frozenset({"HcomSend", "HcomReceive"})
 COLLECTIVE_TYPES = GROUP_COLLECTIVES | POINT_TO_POINT
 
@@ -127,7 +129,7 @@ def describe(op, attrs: dict, args: list) -> dict:
     entry.update(dtype=_dtype(first), shape=_shape(first))
     if kind in ("HcomAllReduce", "HcomReduceScatter", "HcomReduceScatterV"):
         entry["reduction"] = attrs.get("reduction")
-    if kind in ("HcomAllGather", "HcomReduceScatter"):
+    if kind in ("HcomAllGather", "HcomReduceScatter", "AllGatherMatmul", "MatmulReduceScatter"):
         entry["rank_size"] = attrs.get("rank_size")
     if kind == "HcomAllToAllV":
         entry.update(send_counts=_ints(args[1]), recv_counts=_ints(args[3]))

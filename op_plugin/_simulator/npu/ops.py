@@ -41,7 +41,7 @@ import torch
 from ..._base.handles import RegistrationHandle
 from . import attention as npu_ops_attention, reference as npu_ops_reference, wheel_meta as npu_ops_wheel
 from . import backward as npu_ops_backward, cache as npu_ops_cache, dense as npu_ops_dense, moe as npu_ops_moe
-from . import quant as npu_ops_quant
+from . import collective_matmul as npu_ops_collective_matmul, quant as npu_ops_quant
 from ..._base import wheel as install  # where the unpacked wheel is, and whether it is complete
 
 NAMESPACE = "npu"
@@ -49,7 +49,7 @@ NAMESPACE = "npu"
 # CPU reference kernels of torch_npu ops, one module per op family, each with a KERNELS dict
 # (op name -> kernel); every other op of the wheel's list is defined too, by schema and Meta.
 _KERNEL_MODULES = (npu_ops_reference, npu_ops_attention, npu_ops_cache, npu_ops_dense, npu_ops_moe, npu_ops_quant,
-                   npu_ops_backward)
+                   npu_ops_backward, npu_ops_collective_matmul)
 CPU_KERNELS = {name: kernel for module in _KERNEL_MODULES for name, kernel in module.KERNELS.items()}
 # The ops with CPU reference kernels and GE kernels, tested end to end.
 COVERED = tuple(CPU_KERNELS)

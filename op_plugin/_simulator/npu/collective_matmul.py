@@ -1,0 +1,113 @@
+"""CPU reference kernels of torch_npu's MC2 ops (a matmul fused with a collective) over
+torch.distributed, and the CPU stand-in for the HCCL communicator name they take.
+
+On an NPU these eager ops call the CANN kernels their GE types run in graph mode
+(aclnnMatmulAllReduce, aclnnAllGatherMatmul, aclnnMatmulReduceScatter), so each maps its torch_npu
+arguments onto the GE kernel (`interpreter/kernels/mc2.py`: the formulas, numerics and refusals)
+and names the op in every refusal:
+
+* ``npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op, bias, x3, ...)`` -> MatmulAllReduce:
+  ``AllReduce(x1 @ x2 + bias) + x3``;
+* ``npu_all_gather_base_mm(x1, x2, hcom, world_size, *, bias, gather_index, gather_output, ...)`` ->
+  AllGatherMatmul: ``(AllGather(x1) @ x2 + bias, AllGather(x1))`` (an empty tensor for the second
+  when gather_output is false);
+* ``npu_mm_reduce_scatter_base(x1, x2, hcom, world_size, *, reduce_op, bias, ...)`` ->
+  MatmulReduceScatter: ``ReduceScatter(x1 @ x2 + bias)`` along dim 0.
+
+`hcom`: on an NPU, the HCCL communicator name of a process group
+(``group._get_backend(torch.device("npu")).get_hccl_comm_name(rank)``); on a CPU host with gloo,
+``hccl_comm_name(group)``: the name TorchAir gives that group in a GE graph, which the simulator
+resolves back to it. The quantised forms (scales, output dtypes) are refused, as TorchAir's graph
+converters refuse them for these ops.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ..interpreter.errors import KernelError
+from ..interpreter.kernels import mc2
+
+_HALF = (torch.float16, torch.bfloat16)
+_UNDEFINED_DTYPE = 28  # GE DT_UNDEFINED
+
+
+def hccl_comm_name(group=None) -> str:
+    """The CPU stand-in for an HCCL communicator name: what TorchAir names the gloo process group
+    `group` (default: the world) in a GE graph, ``tag=<pg tag>;rank_list=<global ranks>``."""
+    from torch.distributed import distributed_c10d as c10d  # pylint: disable=import-outside-toplevel
+
+    group = group if group is not None else c10d._get_default_group()  # pylint: disable=protected-access
+    ranks = c10d.get_process_group_ranks(group)
+    return f"tag={c10d._get_group_tag(group)};rank_list={','.join(str(r) for r in ranks)}"  # pylint: disable=protected-access
+
+
+def _named(op):
+    """Name the op in the refusals of the shared GE kernels."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def kernel(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except KernelError as error:
+                raise ValueError(f"npu::{op}: {error}") from None
+        return kernel
+    return wrap
+
+
+def _half_inputs(op: str, x1, x2) -> None:
+    if x1.dtype not in _HALF or x2.dtype != x1.dtype:
+        raise ValueError(f"npu::{op}: x1 ({x1.dtype}) and x2 ({x2.dtype}) must both be float16 or both bfloat16 "
+                         "(the non-quantised MC2 ops, as CANN defines them)")
+
+
+def _no_quantisation(op: str, **arguments) -> None:
+    given = sorted(name for name, value in arguments.items() if value is not None)
+    if given:
+        raise ValueError(f"npu::{op}: {given} (the quantised form) is not simulated; only x1 @ x2 + bias in "
+                         "fp16/bf16")
+
+
+@_named("npu_mm_all_reduce_base")
+def npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op="sum", bias=None, antiquant_scale=None, antiquant_offset=None,
+                           x3=None, dequant_scale=None, pertoken_scale=None, comm_quant_scale_1=None,
+                           comm_quant_scale_2=None, antiquant_group_size=0, comm_turn=0, group_sizes=None,
+                           y_dtype=None, x1_dtype=None, x2_dtype=None, dequant_scale_dtype=None,
+                           pertoken_scale_dtype=None, comm_quant_mode=0, comm_mode=None):
+    _half_inputs("npu_mm_all_reduce_base", x1, x2)
+    _no_quantisation("npu_mm_all_reduce_base", group_sizes=group_sizes, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
+                     dequant_scale_dtype=dequant_scale_dtype, pertoken_scale_dtype=pertoken_scale_dtype)
+    if y_dtype is not None:
+        raise ValueError("npu::npu_mm_all_reduce_base: y_dtype is for the quantised form; the output has x1's dtype")
+    return mc2.matmul_all_reduce(
+        x1, x2, bias, x3, antiquant_scale, antiquant_offset, dequant_scale, pertoken_scale, comm_quant_scale_1,
+        comm_quant_scale_2, group=hcom, reduce_op=reduce_op, is_trans_a=False, is_trans_b=False, comm_turn=comm_turn,
+        antiquant_group_size=antiquant_group_size, group_size=0, y_dtype=_UNDEFINED_DTYPE,
+        comm_quant_mode=comm_quant_mode)
+
+
+@_named("npu_all_gather_base_mm")
+def npu_all_gather_base_mm(x1, x2, hcom, world_size, *, bias=None, x1_scale=None, x2_scale=None, gather_index=0,
+                           gather_output=True, comm_turn=0, output_dtype=None, comm_mode=None):
+    _half_inputs("npu_all_gather_base_mm", x1, x2)
+    _no_quantisation("npu_all_gather_base_mm", x1_scale=x1_scale, x2_scale=x2_scale, output_dtype=output_dtype)
+    return mc2.all_gather_matmul(x1, x2, bias, group=hcom, is_trans_a=False, is_trans_b=False,
+                                 gather_index=gather_index, comm_turn=comm_turn, rank_size=world_size,
+                                 is_gather_out=gather_output)
+
+
+@_named("npu_mm_reduce_scatter_base")
+def npu_mm_reduce_scatter_base(x1, x2, hcom, world_size, *, reduce_op="sum", bias=None, x1_scale=None,
+                               x2_scale=None, comm_turn=0, output_dtype=None, comm_mode=None):
+    _half_inputs("npu_mm_reduce_scatter_base", x1, x2)
+    _no_quantisation("npu_mm_reduce_scatter_base", x1_scale=x1_scale, x2_scale=x2_scale, output_dtype=output_dtype)
+    return mc2.matmul_reduce_scatter(x1, x2, bias, group=hcom, reduce_op=reduce_op, is_trans_a=False,
+                                     is_trans_b=False, comm_turn=comm_turn, rank_size=world_size)
+
+
+KERNELS = {
+    "npu_mm_all_reduce_base": npu_mm_all_reduce_base,
+    "npu_all_gather_base_mm": npu_all_gather_base_mm,
+    "npu_mm_reduce_scatter_base": npu_mm_reduce_scatter_base,
+}
