@@ -234,7 +234,9 @@ def _with_rules(fn, rules, input_names: tuple[str, ...]):
         result = fn(*wide, **kwargs)
         if first is None or not first.dtype.is_floating_point:
             return result
-        narrow = lambda t: t.to(first.dtype) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point else t  # noqa: E731
+        dtype = first.dtype
+        narrow = lambda t: (t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point  # noqa: E731
+                            and t.dtype != dtype else t)
         return narrow(result) if isinstance(result, torch.Tensor) else type(result)(narrow(t) for t in result)
 
     computed = widened if rules.widen else fn

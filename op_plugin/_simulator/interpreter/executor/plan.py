@@ -376,15 +376,21 @@ def _signature(inputs: list) -> tuple:
     """What fixes every node's output dtype and shape: each input's dtype and shape, and the values
     of small integer inputs and Python scalars (symbolic sizes arrive that way)."""
     parts = []
+    append = parts.append
     for value in inputs:
         if isinstance(value, torch.Tensor):
-            if not value.is_floating_point() and value.numel() <= _SMALL_INT_INPUT:
-                parts.append((value.dtype, value.shape, tuple(value.reshape(-1).tolist())))
+            dtype = value.dtype
+            if dtype in _FLOATING or value.numel() > _SMALL_INT_INPUT:
+                append((dtype, value.shape))
             else:
-                parts.append((value.dtype, value.shape))
+                append((dtype, value.shape, tuple(value.reshape(-1).tolist())))
         else:
-            parts.append(value)
+            append(value)
     return tuple(parts)
+
+
+_FLOATING = frozenset(dtype for dtype in vars(torch).values()
+                      if isinstance(dtype, torch.dtype) and dtype.is_floating_point)
 
 
 def _storage(tensor: torch.Tensor) -> int:

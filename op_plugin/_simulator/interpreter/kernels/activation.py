@@ -42,6 +42,9 @@ def gelu_v2(x, *, approximate):
 
 @ge_kernel("Swish", widen=True)
 def swish(x, *, scale):
+    """y = x / (1 + exp(-scale * x)); at scale 1 that is SiLU, computed by the op eager calls."""
+    if scale == 1.0:
+        return torch.nn.functional.silu(x)
     return x * torch.sigmoid(scale * x)
 
 

@@ -73,16 +73,18 @@ def conv2d(x, filter, bias, offset_w, *, strides, pads, dilations, groups, data_
     top, bottom, left, right = pads
 
     wide = x.permute(0, 3, 1, 2) if data_format == "NHWC" else x
-    kernel = filter.permute(_FILTER_TO_OIHW[filter_format])
+    kernel = filter if filter_format == "NCHW" else filter.permute(_FILTER_TO_OIHW[filter_format])
     if wide.shape[1] != kernel.shape[1] * groups or kernel.shape[0] % groups:
         refuse(f"x has {wide.shape[1]} channels, filter {list(kernel.shape)} (OIHW) with groups={groups} "
                "does not match")
+    # A 1-D bias goes into the convolution, as eager's conv2d passes it.
+    fused = bias if bias is not None and bias.dim() == 1 and bias.dtype == wide.dtype else None
     if top == bottom and left == right:  # symmetric: the call eager makes
-        y = F.conv2d(wide, kernel, None, stride, (top, left), dilation, groups)
+        y = F.conv2d(wide, kernel, fused, stride, (top, left), dilation, groups)
     else:
         wide = F.pad(wide, (left, right, top, bottom))  # zero padding, any asymmetry
-        y = F.conv2d(wide, kernel, None, stride, 0, dilation, groups)
-    if bias is not None:
+        y = F.conv2d(wide, kernel, fused, stride, 0, dilation, groups)
+    if bias is not None and fused is None:
         y = y + bias.reshape(1, -1, 1, 1)
     if data_format == "NHWC":
         y = y.permute(0, 2, 3, 1)

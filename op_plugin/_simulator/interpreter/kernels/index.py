@@ -34,9 +34,12 @@ def _in_range(what, indices, size):
 
 def _checked_indices(indices, size, negative_ok):
     indices = indices.long()
-    if indices.numel() and (indices.max() >= size or indices.min() < (-size if negative_ok else 0)):
+    if not indices.numel():
+        return indices
+    low, high = (int(v) for v in torch.aminmax(indices))  # one pass over the indices, not two
+    if high >= size or low < (-size if negative_ok else 0):
         refuse(f"index out of range for a dimension of size {size}")
-    return torch.where(indices < 0, indices + size, indices)
+    return torch.where(indices < 0, indices + size, indices) if low < 0 else indices
 
 
 def _gather(x, indices, axis, batch_dims, negative_ok):

@@ -61,10 +61,14 @@ def _matmul(x1, x2, bias, transpose_x1, transpose_x2):
         x2 = x2.transpose(-1, -2)
     if x1.dtype.is_floating_point:
         # The cube unit accumulates 16-bit products in float32 and rounds the result once.
-        result = torch.matmul(opmath(x1), opmath(x2))
-        if bias is not None:
-            result = result + opmath(bias)
-        return result.to(x1.dtype)
+        wide1, wide2 = opmath(x1), opmath(x2)
+        if bias is not None and wide1.dim() == 2 and wide2.dim() == 2 and bias.dim() <= 1:
+            result = torch.addmm(opmath(bias), wide1, wide2)  # the call eager's linear makes
+        else:
+            result = torch.matmul(wide1, wide2)
+            if bias is not None:
+                result = result + opmath(bias)
+        return result if result.dtype == x1.dtype else result.to(x1.dtype)
     result = torch.matmul(x1, x2)
     return result if bias is None else result + bias
 

@@ -59,13 +59,18 @@ def bn_infer(x, scale, offset, mean, variance, *, epsilon, node):
     if any(t.shape[0] != x.shape[channel] for t in (scale, offset, mean, variance)):
         refuse(f"per-channel inputs must have {x.shape[channel]} entries")
     if channel == 1:  # the call eager makes (aten.batch_norm, inference), in float32
-        y = torch.nn.functional.batch_norm(opmath(x), mean.float(), variance.float(), scale.float(), offset.float(),
+        y = torch.nn.functional.batch_norm(opmath(x), _f32(mean), _f32(variance), _f32(scale), _f32(offset),
                                            False, 0.0, epsilon)
-        return y.to(x.dtype)
+        return y if y.dtype == x.dtype else y.to(x.dtype)
     rstd = torch.rsqrt(variance.float() + epsilon)
     y = ((opmath(x) - mean.float().reshape(shape)) * (rstd * scale.float()).reshape(shape)
          + offset.float().reshape(shape))
     return y.to(x.dtype)
+
+
+def _f32(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor.float()` without a dispatch when it is float32 already (a steady call's per-node cost)."""
+    return tensor if tensor.dtype == torch.float32 else tensor.float()
 
 
 def _channel_axis(node, x, first_layouts, last_layouts):
