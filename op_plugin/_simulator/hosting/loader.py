@@ -66,15 +66,19 @@ Process-wide side effects of importing/using TorchAir, and what this module does
 from __future__ import annotations
 
 import atexit
+import importlib
 import logging
 import signal
 import sys
 import threading
 from pathlib import Path
 
+import torch
+
 from ..._base.errors import OpPluginError
 from . import (
-    aclgraph_mode, distributed, fx_meta, install, native_stub, npu_settings, torchair_fixes, torchair_patches,
+    aclgraph_mode, converter_torch_npu, distributed, fx_meta, install, native_stub, npu_settings, torchair_fixes,
+    torchair_patches,
 )
 from ..npu import generator as rng, ops as npu_ops
 
@@ -109,8 +113,22 @@ def load_torchair():
         # torch_npu's own ops (torch.ops.npu.npu_rms_norm ...) must exist before TorchAir imports its
         # converters for them
         npu_ops.define_npu_ops()
+        _import_what_dynamo_imports_at_its_first_trace()
         _loaded = _import_contained(install.torchair_parent(folder))
         return _loaded
+
+
+def _import_what_dynamo_imports_at_its_first_trace() -> None:
+    """Import, before TorchAir, the module dynamo imports inside its first trace (its builder asks
+    `LocalMapWrappedHigherOrderVariable.should_wrap_in_hop`, which imports
+    torch.distributed.tensor.experimental._func_map). That import defines two custom ops whose
+    `register_fake` looks up its caller's source (inspect.getframeinfo -> inspect.getmodule), which
+    resolves the real path of every module imported since the last lookup: after TorchAir's ~1100
+    modules, 1587 realpath calls inside dynamo's window on the first npugraph compile, against 452
+    under aot_eager. Imported first, it costs what aot_eager pays, outside dynamo's window
+    (bench/fresh_process.py counts the realpath calls)."""
+    if torch.distributed.is_available():
+        importlib.import_module("torch.distributed.tensor.experimental._func_map")
 
 
 def _refuse_foreign_modules() -> None:
@@ -152,6 +170,7 @@ def _import_contained(torchair_parent: Path):
     rng.install(torchair)  # random ops: an emulated NPU generator (seed/offset protocol) instead of the CPU one
     distributed.install(torchair)  # its collective npu_define ops on CPU tensors, its send/recv pass without torch_npu
     npu_settings.install(torchair)  # torch.npu.matmul.allow_hf32 (False) for the two converters that read it
+    converter_torch_npu.install(torchair)  # `import torch_npu` in a converter: the CPU-host stand-in, during the call
     aclgraph_mode.install(torchair)  # mode reduce-overhead / npugraph_ex: the AOT graph, no ACL capture
     if "torch_npu" in sys.modules:  # the documented boundary; fail loudly if it ever breaks
         raise RuntimeError("loading the simulator's TorchAir imported torch_npu; the import boundary is broken")
