@@ -27,12 +27,16 @@ from .torchair_api import TorchAirApi
 _INT8_DEFAULT = 1  # torch.int8's ScalarType number: torch_npu's default output dtype
 _X1 = T([[-128, 127, 3, -7], [5, -1, 0, 127], [64, -64, 32, -32]], dtype=torch.int8)
 _X2 = T([[1, -2, 127], [-128, 3, 4], [7, 7, -7], [0, 1, -1]], dtype=torch.int8)
+# npu_trans_quant_param's int64 of 2^-5, 2^-6, 2^-7: the float32 bits | 1 << 46
+_PACKED_SCALE = T([bits | 1 << 46 for bits in (0x3D000000, 0x3C800000, 0x3C000000)], dtype=torch.int64)
 
 
 @aten_converter("npu::npu_quant_matmul", when="completes", cases=[
     Support(_X1, _X2, F32(3, value_range=(1e-3, 1e-2)), pertoken_scale=F32(3, value_range=(0.5, 2)),
             output_dtype=torch.bfloat16),
-    Support(_X1, _X2, F32(3, value_range=(1e-3, 1e-2)), bias=I32(3), output_dtype=torch.float16)])
+    Support(_X1, _X2, F32(3, value_range=(1e-3, 1e-2)), pertoken_scale=F32(3, value_range=(0.5, 2)), bias=I32(3),
+            output_dtype=torch.float16),
+    Support(_X1, _X2, _PACKED_SCALE, bias=I32(3), output_dtype=torch.float16)])
 def npu_quant_matmul(ta: TorchAirApi, x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None,
                      output_dtype=None, x1_dtype=None, x2_dtype=None, pertoken_scale_dtype=None, scale_dtype=None,
                      group_sizes=None, y_scale=None, meta_outputs=None):

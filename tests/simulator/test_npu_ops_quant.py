@@ -3,6 +3,7 @@ element by element from CANN's formulas (Python ints and floats, banker's roundi
 cases (ties, saturation at -128/127, rows of zeros), and npugraph (TorchAir's converters onto DynamicQuant,
 DynamicQuantV2, AscendQuantV2, Quantize, QuantBatchMatmulV3, WeightQuantBatchMatmulV2) against eager."""
 import math
+import struct
 
 import pytest
 import torch
@@ -113,7 +114,19 @@ def test_quantize_divide_mode_per_channel(dtype, low, high):
         assert y[idx].item() == _sat(_rint(value), low, high), idx
 
 
-def _qmm_oracle(x1, x2, scale, pertoken=None, bias=None):
+def _fp19(value: float) -> float:
+    """A float32 with its 13 low mantissa bits cleared (TransQuantParam's FP19, written with struct)."""
+    (bits,) = struct.unpack("<I", struct.pack("<f", value))
+    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFE000))[0]
+
+
+def _packed(scale):
+    """npu_trans_quant_param's int64 (ops-nn quant/trans_quant_param_v2 README): FP19 bits | 1 << 46."""
+    return torch.tensor([struct.unpack("<I", struct.pack("<f", _fp19(v)))[0] | (1 << 46) for v in scale.tolist()],
+                        dtype=torch.int64)
+
+
+def _qmm_oracle(x1, x2, scale, pertoken=None, bias=None, fp19=False):
     m, k = x1.shape
     n = x2.shape[1]
     out = torch.empty(m, n, dtype=F32)
@@ -122,7 +135,8 @@ def _qmm_oracle(x1, x2, scale, pertoken=None, bias=None):
             acc = sum(int(x1[i, t]) * int(x2[t, j]) for t in range(k))   # Python ints: exact
             if bias is not None and bias.dtype == torch.int32:
                 acc += int(bias[j])
-            value = _f32(float(acc) * scale[j % scale.numel()].item())
+            s = scale[j % scale.numel()].item()
+            value = _f32(float(acc) * (_fp19(s) if fp19 else s))
             if pertoken is not None:
                 value = _f32(value * pertoken[i].item())
             if bias is not None and bias.dtype != torch.int32:
@@ -147,19 +161,21 @@ def test_quant_matmul_bias_orders():
     x1, x2 = torch.randint(-128, 128, (3, 16), dtype=I8), torch.randint(-128, 128, (16, 5), dtype=I8)
     scale = torch.rand(5) / 100
     int_bias = torch.randint(-1000, 1000, (5,), dtype=torch.int32)
-    got = npu.npu_quant_matmul(x1, x2, scale, bias=int_bias, output_dtype=F16)
-    assert torch.equal(got, _qmm_oracle(x1, x2, scale, bias=int_bias).to(F16))
+    got = npu.npu_quant_matmul(x1, x2, scale, bias=int_bias, output_dtype=F16)   # torch_npu packs to FP19 first
+    assert torch.equal(got, _qmm_oracle(x1, x2, scale, bias=int_bias, fp19=True).to(F16))
     bf_bias, pertoken = torch.randn(5).to(BF16), torch.rand(3)
     got = npu.npu_quant_matmul(x1, x2, scale, pertoken_scale=pertoken, bias=bf_bias, output_dtype=BF16)
     assert torch.equal(got, _qmm_oracle(x1, x2, scale, pertoken, bf_bias).to(BF16))
 
 
-def test_quant_matmul_int64_scale_carries_float32_bits():
-    x1, x2 = torch.randint(-128, 128, (2, 8), dtype=I8), torch.randint(-128, 128, (8, 3), dtype=I8)
-    scale = torch.tensor([0.5, 0.25, 0.125])
-    packed = scale.view(torch.int32).to(torch.int64)
-    assert torch.equal(npu.npu_quant_matmul(x1, x2, packed, output_dtype=F16),
-                       npu.npu_quant_matmul(x1, x2, scale, output_dtype=F16))
+def test_quant_matmul_int64_scale_is_fp19():
+    x1 = torch.randint(-128, 128, (8, 16), dtype=I8, generator=torch.Generator().manual_seed(1))
+    x2 = torch.randint(-128, 128, (16, 3), dtype=I8, generator=torch.Generator().manual_seed(2))
+    scale = torch.tensor([1.0 + 2.0 ** -20, 0.3, 1e-3]) / 64   # low mantissa bits FP19 drops
+    want = _qmm_oracle(x1, x2, scale, fp19=True).to(F16)
+    assert not torch.equal(want, _qmm_oracle(x1, x2, scale).to(F16))   # the truncation shows in float16
+    assert torch.equal(npu.npu_quant_matmul(x1, x2, _packed(scale), output_dtype=F16), want)
+    assert torch.equal(npu.npu_quant_matmul(x1, x2, scale, output_dtype=F16), want)   # eager packs it itself
 
 
 def test_quant_matmul_refusals():
@@ -168,6 +184,10 @@ def test_quant_matmul_refusals():
         npu.npu_quant_matmul(x1, x2, torch.rand(3))   # int8 output: the fixpipe's rounding is undocumented
     with pytest.raises(NotImplementedError, match="int4"):
         npu.npu_quant_matmul(x1.int(), x2.int(), torch.rand(3), output_dtype=F16)
+    with pytest.raises(NotImplementedError, match="offset"):
+        npu.npu_quant_matmul(x1, x2, torch.rand(3), offset=torch.rand(3), output_dtype=F16)
+    with pytest.raises(ValueError, match="int64 scale goes with float16"):
+        npu.npu_quant_matmul(x1, x2, _packed(torch.rand(3)), output_dtype=BF16)
 
 
 @pytest.mark.parametrize("group_size", (0, 32))
@@ -223,8 +243,19 @@ def test_quant_matmul_compiled(out_dtype):
     check_compiled(lambda a, b, s, p: npu.npu_quant_matmul(a, b, s, pertoken_scale=p, output_dtype=out_dtype),
                    (x1, x2, scale, pertoken), "QuantBatchMatmulV3", kind="npu_ops")
     bias = torch.randint(-100, 100, (8,), dtype=torch.int32)
+    without_pertoken = _packed(scale) if out_dtype == F16 else scale   # float16 takes npu_trans_quant_param's
     check_compiled(lambda a, b, s, c: npu.npu_quant_matmul(a, b, s, bias=c, output_dtype=out_dtype),
-                   (x1, x2, scale, bias), "QuantBatchMatmulV3", kind="npu_ops")
+                   (x1, x2, without_pertoken, bias), "QuantBatchMatmulV3", kind="npu_ops")
+
+
+def test_quant_matmul_graph_refuses_a_float_scale_for_float16_without_pertoken():
+    """torch_npu's docs: in graph mode a float32 scale cannot go to float16 output without pertoken_scale (eager
+    packs it with npu_trans_quant_param first; TorchAir passes it to QuantBatchMatmulV3 as it is)."""
+    x1, x2 = torch.randint(-128, 128, (2, 8), dtype=I8), torch.randint(-128, 128, (8, 3), dtype=I8)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a, b, s: npu.npu_quant_matmul(a, b, s, output_dtype=F16), backend="npugraph")
+    with pytest.raises(Exception, match="QuantBatchMatmulV3.*float16 output takes an int64 scale"):
+        compiled(x1, x2, torch.rand(3))
 
 
 def test_weight_quant_batchmatmul_compiled():

@@ -190,24 +190,47 @@ def npu_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
     return saturate(torch.round(result), out)
 
 
-def _scale_as_float(op, scale):
-    """QuantBatchMatmul's scale as float32: int64 scales carry the float32 bits in their low 32 bits
-    (torch_npu.npu_trans_quant_param); bits above (a packed offset) are refused."""
-    if scale.dtype in (torch.float32, torch.bfloat16):
-        return scale.float()
-    if scale.dtype != torch.int64:
+_FP19_MASK = 0xFFFFE000   # npu_trans_quant_param keeps a float32 scale's top 19 bits (sign, exponent, 10 mantissa)
+_QUANT_FLAG = 1 << 46     # ...and sets bit 46; bits 37-45 carry an int9 offset (int8 outputs only)
+
+
+def _fp19(bits):
+    """The FP19 scale the fixpipe reads, from int64 (or float32 bit) patterns, as float32."""
+    return (bits & _FP19_MASK).to(torch.int32).view(torch.float32)
+
+
+def _scale_as_float(op, scale, out, pertoken_scale, bias, offset):
+    """QuantBatchMatmul's scale as float32, for CANN's A2/A3 combinations (aclnnQuantMatmulV4.md):
+    float16 output takes an int64 scale without pertoken_scale (FP19, as npu_trans_quant_param packs it;
+    torch_npu's eager op packs a float32 scale so itself, truncating) or a float32 scale with pertoken_scale;
+    bfloat16 output takes a float32/bfloat16 scale. No offset for float outputs."""
+    if offset is not None:
+        _fail(op, "offset goes with int8 outputs only in CANN's combinations (not simulated)", NotImplementedError)
+    if bias is not None and bias.dtype not in (torch.int32, torch.float32, out):
+        _fail(op, f"a {bias.dtype} bias with {out} output is not one of CANN's combinations")
+    if scale.dtype == torch.int64:
+        if out != torch.float16 or pertoken_scale is not None or (bias is not None and bias.dtype != torch.int32):
+            _fail(op, "an int64 scale goes with float16 output, no pertoken_scale and an int32 bias or none (CANN)")
+        if bool(((scale & ~(0xFFFFFFFF | _QUANT_FLAG)) != 0).any()):
+            _fail(op, "an int64 scale with offset bits (37-45) or other high bits: an int8 requantisation, not "
+                      "simulated", NotImplementedError)
+        return _fp19(scale)
+    if scale.dtype not in (torch.float32, torch.bfloat16):
         _fail(op, f"scale has dtype {scale.dtype}; torch_npu takes float32, bfloat16 or int64", TypeError)
-    if bool(((scale >> 32) != 0).any()):
-        _fail(op, "an int64 scale with bits above the low 32 (an offset packed by npu_trans_quant_param) is "
-                  "not simulated", NotImplementedError)
-    return (scale & 0xFFFFFFFF).to(torch.int32).view(torch.float32)
+    if out == torch.float16 and scale.dtype != torch.float32:
+        _fail(op, "float16 output takes a float32 (or int64) scale")
+    if out == torch.float16 and pertoken_scale is None:
+        if bias is not None and bias.dtype != torch.int32:
+            _fail(op, "float16 output without pertoken_scale takes an int32 bias or none (CANN)")
+        return _fp19(scale.view(torch.int32).to(torch.int64))   # torch_npu: npu_trans_quant_param first
+    return scale.float()
 
 
 def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None, output_dtype=None,
                      x1_dtype=None, x2_dtype=None, pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                      y_scale=None):
     """int8 x int8, int32 accumulate; then (CANN QuantBatchMatmulV3) acc (+ int32 bias) * scale
-    [* pertoken_scale] (+ float bias) (+ offset), rounded once to float16/bfloat16."""
+    [* pertoken_scale] (+ float bias), rounded once to float16/bfloat16 (scale handling: _scale_as_float)."""
     op = "npu_quant_matmul"
     for name, value in (("x1_dtype", x1_dtype), ("x2_dtype", x2_dtype), ("pertoken_scale_dtype", pertoken_scale_dtype),
                         ("scale_dtype", scale_dtype), ("group_sizes", group_sizes), ("y_scale", y_scale)):
@@ -233,7 +256,7 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
         acc = acc + bias.to(torch.int64)
     if bool((acc.abs() > 2**31 - 1).any()):
         _fail(op, "the int32 accumulation overflows (CANN's int32 accumulator would wrap)")
-    result = acc.to(torch.float32) * _scale_as_float(op, scale)
+    result = acc.to(torch.float32) * _scale_as_float(op, scale, out, pertoken_scale, bias, offset)
     if pertoken_scale is not None:
         if pertoken_scale.dtype != torch.float32 or pertoken_scale.shape != x1.shape[-2:-1]:
             _fail(op, f"pertoken_scale must be float32 of shape ({x1.shape[-2]},); got "
@@ -241,10 +264,6 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
         result = result * pertoken_scale.unsqueeze(-1)
     if float_bias:
         result = result + bias.float()
-    if offset is not None:
-        if pertoken_scale is not None or float_bias:
-            _fail(op, "offset goes with neither pertoken_scale nor a float bias (CANN: no offset in those cases)")
-        result = result + offset.float()
     return result.to(out)
 
 

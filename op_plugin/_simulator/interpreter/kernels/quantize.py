@@ -10,7 +10,8 @@ op_plugin's torch_npu reference kernels, so a compiled graph is checked against 
 * DynamicQuant multiplies by ``127 / rowmax|x|`` (it does not divide by the scale); its asymmetric
   variant floors the scale at 1e-12, as the kernels' ``GetScaleAndOffset`` does;
 * QuantBatchMatmulV3 accumulates int8 x int8 in int32 exactly, then applies the README's order of
-  bias, scale, per-token scale and offset in float32 and rounds once to the output dtype.
+  bias, scale and per-token scale in float32 and rounds once to the output dtype; an int64 scale is
+  the FP19 TransQuantParam packs (top 19 bits of the float32), CANN's dtype combinations are enforced.
 
 Outputs CANN defines in int4, fp8, hifloat8 or MX formats, int8/int32 matmul outputs (rounded in the
 cube's fixpipe, undocumented) and rows of zeros in symmetric DynamicQuant (127 / 0) are refused.
@@ -188,20 +189,31 @@ def quantize(x, scales, zero_points, *, dtype, axis):
     return _to_int(torch.round(result), _QUANTIZE_OUT[dtype])
 
 
-def _float_scale(scale):
-    """float32 from a float32/bfloat16 scale, or from the low 32 bits of an int64/uint64 one."""
-    if scale.dtype in (torch.float32, torch.bfloat16):
-        return scale.float()
-    bits = scale.to(torch.int64) if scale.dtype != torch.int64 else scale
-    if bool(((bits >> 32) != 0).any()):
-        refuse("an int64/uint64 scale with bits above the low 32 (a packed offset) is not simulated")
-    return (bits & 0xFFFFFFFF).to(torch.int32).view(torch.float32)
+def _scale(scale, out, pertoken_scale, bias, offset):
+    """The scale as float32, for CANN's A2/A3 combinations (ops-nn aclnnQuantMatmulV4.md): float16 output
+    with an int64/uint64 scale and no pertoken_scale reads its FP19 (bits 13-31, as TransQuantParam packs
+    it; bit 46 is its flag), or a float32 scale with pertoken_scale; bfloat16 output a float32/bfloat16 scale."""
+    if offset is not None:
+        refuse("offset goes with int8 outputs only (not simulated)")
+    if bias is not None and bias.dtype not in (torch.int32, torch.float32, out):
+        refuse(f"a {bias.dtype} bias with {out} output is not one of CANN's combinations")
+    if scale.dtype in (torch.int64, torch.uint64):
+        bits = scale.to(torch.int64) if scale.dtype != torch.int64 else scale
+        if out != torch.float16 or pertoken_scale is not None or (bias is not None and bias.dtype != torch.int32):
+            refuse("an int64/uint64 scale goes with float16 output, no pertoken_scale and an int32 bias or none")
+        if bool(((bits & ~(0xFFFFFFFF | (1 << 46))) != 0).any()):
+            refuse("an int64 scale with offset bits (37-45): an int8 requantisation, not simulated")
+        return (bits & 0xFFFFE000).to(torch.int32).view(torch.float32)
+    if out == torch.float16 and (scale.dtype != torch.float32 or pertoken_scale is None):
+        refuse("float16 output takes an int64 scale (npu_trans_quant_param), or a float32 scale with pertoken_scale: "
+               "a float scale without pertoken_scale is not a graph-mode combination (torch_npu's docs)")
+    return scale.float()
 
 
 @ge_kernel("QuantBatchMatmulV3", accepts={"x1": (torch.int8,), "x2": (torch.int8,)})
 def quant_batch_matmul_v3(x1, x2, scale, offset, bias, pertoken_scale, *, dtype, transpose_x1, transpose_x2):
     """ops-nn QuantBatchMatmulV3 README (A2/A3): acc = x1 @ x2 in int32 (+ int32 bias);
-    out = acc * scale [* pertoken_scale] (+ float bias | + offset), rounded once to float16/bfloat16."""
+    out = acc * scale [* pertoken_scale] (+ float bias), rounded once to float16/bfloat16 (scales: _scale)."""
     out = attr_dtype("dtype", dtype)
     if out not in _HALF:
         refuse(f"output dtype {out}: only float16/bfloat16 are simulated (int8 requantisation and int32 outputs "
@@ -216,13 +228,11 @@ def quant_batch_matmul_v3(x1, x2, scale, offset, bias, pertoken_scale, *, dtype,
         acc = acc + bias.to(torch.int64)
     if bool((acc.abs() > 2**31 - 1).any()):
         refuse("the int32 accumulator overflows")
-    result = acc.to(torch.float32) * _float_scale(scale)
+    result = acc.to(torch.float32) * _scale(scale, out, pertoken_scale, bias, offset)
     if pertoken_scale is not None:
         result = result * pertoken_scale.float().unsqueeze(-1)
     if bias is not None and not int_bias:
         result = result + bias.float()
-    if offset is not None:
-        result = result + offset.float()
     return result.to(out)
 
 
