@@ -243,7 +243,49 @@ def npu_fusion_attention_grad(query, key, value, dy, head_num, input_layout, *, 
     return dq, dk, dv, query.new_empty([0]), torch.empty([0])
 
 
+def _mla_prolog(op, args, quant, eps_cq, eps_ckv, cache_mode, query_rope_dtype):
+    from ..interpreter.kernels.transformer import mla_prolog as core
+
+    try:
+        return core.run(quant, args, eps_cq=eps_cq, eps_ckv=eps_ckv, cache_mode=cache_mode,
+                        query_rope_dtype=query_rope_dtype)
+    except core.MlaError as error:
+        raise ValueError(f"{op}: {error}") from None
+
+
+def npu_mla_prolog(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, rmsnorm_gamma_cq, rmsnorm_gamma_ckv,
+                   rope_sin, rope_cos, cache_index, kv_cache, kr_cache, *, dequant_scale_x=None,
+                   dequant_scale_w_dq=None, dequant_scale_w_uq_qr=None, dequant_scale_w_dkv_kr=None,
+                   quant_scale_ckv=None, quant_scale_ckr=None, smooth_scales_cq=None, rmsnorm_epsilon_cq=1e-5,
+                   rmsnorm_epsilon_ckv=1e-5, cache_mode="PA_BSND"):
+    """MLA pre-processing (MlaProlog; interpreter/kernels/transformer/mla_prolog.py): query, query_rope and
+    the updated kv/kr caches (copies)."""
+    return _mla_prolog("npu::npu_mla_prolog", (token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr,
+                                               rmsnorm_gamma_cq, rmsnorm_gamma_ckv, rope_sin, rope_cos, cache_index,
+                                               kv_cache, kr_cache),
+                       (dequant_scale_x, dequant_scale_w_dq, dequant_scale_w_uq_qr, dequant_scale_w_dkv_kr,
+                        quant_scale_ckv, quant_scale_ckr, smooth_scales_cq),
+                       rmsnorm_epsilon_cq, rmsnorm_epsilon_ckv, cache_mode, None)
+
+
+def npu_mla_prolog_v2(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, rmsnorm_gamma_cq, rmsnorm_gamma_ckv,
+                      rope_sin, rope_cos, cache_index, kv_cache, kr_cache, *, dequant_scale_x=None,
+                      dequant_scale_w_dq=None, dequant_scale_w_uq_qr=None, dequant_scale_w_dkv_kr=None,
+                      quant_scale_ckv=None, quant_scale_ckr=None, smooth_scales_cq=None, rmsnorm_epsilon_cq=1e-5,
+                      rmsnorm_epsilon_ckv=1e-5, cache_mode="PA_BSND"):
+    """MlaPrologV2: npu_mla_prolog with query_rope in bfloat16 and dequant_scale_q_nope ([1] zeros unquantised)."""
+    outs = _mla_prolog("npu::npu_mla_prolog_v2", (token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr,
+                                                  rmsnorm_gamma_cq, rmsnorm_gamma_ckv, rope_sin, rope_cos,
+                                                  cache_index, kv_cache, kr_cache),
+                       (dequant_scale_x, dequant_scale_w_dq, dequant_scale_w_uq_qr, dequant_scale_w_dkv_kr,
+                        quant_scale_ckv, quant_scale_ckr, smooth_scales_cq),
+                       rmsnorm_epsilon_cq, rmsnorm_epsilon_ckv, cache_mode, torch.bfloat16)
+    return (*outs, torch.zeros([1], dtype=torch.float32))
+
+
 KERNELS = {
+    "npu_mla_prolog": npu_mla_prolog,
+    "npu_mla_prolog_v2": npu_mla_prolog_v2,
     "npu_fusion_attention": npu_fusion_attention,
     "npu_fusion_attention_grad": npu_fusion_attention_grad,
     "npu_prompt_flash_attention": npu_prompt_flash_attention,
