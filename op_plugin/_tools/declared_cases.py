@@ -86,19 +86,39 @@ def plant_case(case_id: str, target: Callable, *args, **kwargs) -> None:
     _planted[case_id] = DeclaredCase(case_id, target, _Support(args, kwargs))
 
 
-def import_setup(name: str) -> None:
-    """Import a setup module (it may `plant_case`): a module name, or the path of a .py file."""
+# The setup modules imported for this run, kept alive: what a setup file defines through a
+# torch.library fragment (Library(..., "FRAGMENT")) lives only as long as the fragment object, so a
+# throwaway module would lose its ops at the next garbage collection and the run would silently
+# enumerate fewer cases.
+_setup_modules: dict[str, object] = {}
+
+
+def import_setup(name: str):
+    """Import a setup module (it may `plant_case` or define ops): a module name, or the path of a .py
+    file (registered in sys.modules under a name derived from its path). The module is kept for the
+    process, so the ops and cases it defines stay; importing the same setup again is a no-op. Returns it."""
     import importlib
     import importlib.util
+    import sys
 
+    if name in _setup_modules:
+        return _setup_modules[name]
     if not name.endswith(".py"):
-        importlib.import_module(name)
-        return
-    spec = importlib.util.spec_from_file_location(f"_declared_setup_{zlib.crc32(name.encode())}", name)
-    if spec is None:
-        raise ImportError(f"cannot load setup file {name}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+        module = importlib.import_module(name)
+    else:
+        module_name = f"_declared_setup_{zlib.crc32(name.encode())}"
+        spec = importlib.util.spec_from_file_location(module_name, name)
+        if spec is None:
+            raise ImportError(f"cannot load setup file {name}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module  # as `import` does: the module (and its fragments) stays alive
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(module_name, None)
+            raise
+    _setup_modules[name] = module
+    return module
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,12 @@ def npu_rms_norm_backward(dy, self, gamma, rstd):
 
 
 def npu_swiglu_backward(grad_output, self, dim=-1):
+    if self.dim() == 0 or self.shape[dim] % 2:
+        raise ValueError(f"npu::npu_swiglu_backward: dim {dim} of self {tuple(self.shape)} must have an even size")
     a, b = opmath(self).float().chunk(2, dim=dim)
+    if tuple(grad_output.shape) != tuple(a.shape):
+        raise ValueError(f"npu::npu_swiglu_backward: grad_output {tuple(grad_output.shape)} must have the shape of "
+                         f"half of self, {tuple(a.shape)} (SwiGlu's output)")
     g = opmath(grad_output).float()
     s = torch.sigmoid(a)
     return torch.cat((g * b * s * (1 + a * (1 - s)), g * a * s), dim=dim).to(self.dtype)
