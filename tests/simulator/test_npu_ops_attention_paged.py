@@ -290,3 +290,34 @@ def test_fused_infer_attention_takes_half_types_only():
     q = torch.randn(1, 2, 1, 8)
     with pytest.raises(TypeError, match="float16, bfloat16"):
         npu.npu_fused_infer_attention_score(q, q, q, num_heads=2, input_layout="BNSD")
+
+
+def test_fused_infer_attention_tnd_compiled():
+    n, d = 2, 8
+    g = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(t, n, d, generator=g).to(BF16) for t in (8, 11, 11))
+    mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+
+    def fn(q, k, v, m):
+        return npu.npu_fused_infer_attention_score(q, k, v, atten_mask=m, actual_seq_lengths=[3, 4, 8],
+                                                   actual_seq_lengths_kv=[5, 7, 11], num_heads=n, scale=0.5,
+                                                   input_layout="TND", sparse_mode=3, softmax_lse_flag=True)
+
+    check_compiled(fn, (q, k, v, mask), "FusedInferAttentionScore", kind="npu_ops")
+
+
+@pytest.mark.parametrize("extra,match", [
+    ({"quant_scale2": torch.ones(1)}, "quant_scale2 is not implemented"),
+    ({"out_dtype": 1}, "out_dtype=1"),
+    ({"learnable_sink": torch.ones(2, dtype=BF16)}, "learnable_sink"),
+], ids=["quant_scale2", "out_dtype", "learnable_sink"])
+def test_fused_infer_attention_score_node_refusals(extra, match):
+    from op_plugin._testing_harness import Const, run_node
+
+    q, k = torch.randn(1, 2, 1, 8).to(F16), torch.randn(1, 2, 4, 8).to(F16)
+    tensors = {name: Const(value) for name, value in extra.items() if isinstance(value, torch.Tensor)}
+    attrs = {name: value for name, value in extra.items() if not isinstance(value, torch.Tensor)}
+    with pytest.raises(Exception, match=match) as error:
+        run_node("FusedInferAttentionScore", {"query": q, "key": [k], "value": [k], **tensors},
+                 [(F16, [1, 2, 1, 8]), (F32, [0])], name="fia", num_heads=2, input_layout="BNSD", **attrs)
+    assert "fia" in str(error.value)
