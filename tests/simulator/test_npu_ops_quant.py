@@ -190,20 +190,30 @@ def test_quant_matmul_refusals():
         npu.npu_quant_matmul(x1, x2, _packed(torch.rand(3)), output_dtype=BF16)
 
 
+def _rounded(value: float, dtype) -> float:
+    return torch.tensor(value, dtype=F32).to(dtype).item()
+
+
+@pytest.mark.parametrize("dtype", (F16, BF16))
 @pytest.mark.parametrize("group_size", (0, 32))
-def test_weight_quant_batchmatmul(group_size):
-    x = torch.randn(3, 64).to(F16)
+def test_weight_quant_batchmatmul(group_size, dtype):
+    """The A2/A3 kernel dequantises a float16 weight in float16 (w + offset rounded, then * scale rounded) and a
+    bfloat16 one in float32, rounded once; the product accumulates in float32."""
+    x = torch.randn(3, 64).to(dtype)
     w = torch.randint(-128, 128, (64, 4), dtype=I8)
     shape = (2, 4) if group_size else (4,)
-    scale, offset = (torch.rand(shape) / 10).to(F16), torch.randn(shape).to(F16)
+    scale, offset = (torch.rand(shape) / 10).to(dtype), (torch.randn(shape) * 3).to(dtype)
     got = npu.npu_weight_quant_batchmatmul(x, w, scale, offset, antiquant_group_size=group_size)
-    deq = torch.empty(64, 4)
+    deq = torch.empty(64, 4, dtype=dtype)
     for t in range(64):
         for j in range(4):
             g = (t // 32, j) if group_size else (j,)
-            deq[t, j] = _f32((w[t, j].item() + offset[g].item()) * scale[g].item())
-    want = (x.float() @ deq.to(F16).float()).to(F16)
-    torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+            if dtype == F16:
+                shifted = _rounded(w[t, j].item() + offset[g].item(), F16)
+                deq[t, j] = _rounded(shifted * scale[g].item(), F16)
+            else:
+                deq[t, j] = _rounded(_f32(_f32(w[t, j].item() + offset[g].item()) * scale[g].item()), BF16)
+    assert torch.equal(got, (x.float() @ deq.float()).to(dtype))
 
 
 # ---- npugraph (GE) against eager ----------------------------------------------------------------------
@@ -258,10 +268,13 @@ def test_quant_matmul_graph_refuses_a_float_scale_for_float16_without_pertoken()
         compiled(x1, x2, torch.rand(3))
 
 
-def test_weight_quant_batchmatmul_compiled():
-    x, w = torch.randn(3, 64).half(), torch.randint(-128, 128, (64, 4), dtype=I8)
-    scale, offset = (torch.rand(2, 4) / 10).half(), torch.randn(2, 4).half()
-    check_compiled(lambda x, w, s, o: npu.npu_weight_quant_batchmatmul(x, w, s, o, antiquant_group_size=32),
+@pytest.mark.parametrize("dtype", (F16, BF16))
+@pytest.mark.parametrize("group_size", (0, 32))
+def test_weight_quant_batchmatmul_compiled(dtype, group_size):
+    x, w = torch.randn(3, 64).to(dtype), torch.randint(-128, 128, (64, 4), dtype=I8)
+    shape = (2, 4) if group_size else (1, 4)
+    scale, offset = (torch.rand(shape) / 10).to(dtype), (torch.randn(shape) * 3).to(dtype)
+    check_compiled(lambda x, w, s, o: npu.npu_weight_quant_batchmatmul(x, w, s, o, antiquant_group_size=group_size),
                    (x, w, scale, offset), "WeightQuantBatchMatmulV2", kind="npu_ops")
 
 

@@ -271,7 +271,8 @@ def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=No
                                  quant_offset=None, bias=None, antiquant_group_size=0, inner_precise=0,
                                  weight_dtype=None):
     """y = x @ ((weight + antiquant_offset) * antiquant_scale) + bias (CANN WeightQuantBatchMatmulV2),
-    the weight dequantised in float32 and rounded to x's dtype, the matmul accumulated in float32."""
+    the weight dequantised as the A2/A3 kernel does (float16 step by step, bfloat16 in float32 then
+    rounded with CAST_RINT), the matmul accumulated in float32 and rounded once."""
     op = "npu_weight_quant_batchmatmul"
     if x.dtype not in _FLOAT16S:
         _fail(op, f"x has dtype {x.dtype}; torch_npu takes float16 or bfloat16", TypeError)
@@ -286,9 +287,11 @@ def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=No
     k, n = weight.shape[-2], weight.shape[-1]
     if x.shape[-1] != k:
         _fail(op, f"x {tuple(x.shape)} and weight {tuple(weight.shape)} do not multiply")
+    # float16: dequantised in float16, each step rounded; bfloat16: in float32, rounded once (the A2/A3 kernel)
+    step = (lambda t: t.half().float()) if x.dtype == torch.float16 else (lambda t: t)
     wide = weight.float()
     if antiquant_offset is not None:
-        wide = wide + _antiquant_param(op, "antiquant_offset", antiquant_offset, k, n, antiquant_group_size)
+        wide = step(wide + _antiquant_param(op, "antiquant_offset", antiquant_offset, k, n, antiquant_group_size))
     wide = wide * _antiquant_param(op, "antiquant_scale", antiquant_scale, k, n, antiquant_group_size)
     result = torch.matmul(x.float(), wide.to(x.dtype).float())
     if bias is not None:

@@ -240,9 +240,10 @@ def quant_batch_matmul_v3(x1, x2, scale, offset, bias, pertoken_scale, *, dtype,
            accepts={"x": _HALF, "weight": (torch.int8,)}, layout_only={"inner_precise": _INNER_PRECISE})
 def weight_quant_batch_matmul_v2(x, weight, antiquant_scale, antiquant_offset, quant_scale, quant_offset, bias, *,
                                  transpose_x, transpose_weight, antiquant_group_size, dtype):
-    """y = x @ ((weight + antiquant_offset) * antiquant_scale) + bias: the weight dequantised in float32
-    and rounded to x's dtype, the product accumulated in float32 and rounded once (per-tensor,
-    per-channel (n,)/(1, n), per-group (ceil(k / g), n) parameters)."""
+    """y = x @ ((weight + antiquant_offset) * antiquant_scale) + bias: the weight dequantised as ops-nn's
+    A2/A3 kernel does (weight_quant_batch_matmul_v2_common.h: float16 x in float16 arithmetic, each step
+    rounded; bfloat16 x in float32, cast with CAST_RINT), the product accumulated in float32 and rounded
+    once (per-tensor, per-channel (n,)/(1, n), per-group (ceil(k / g), n) parameters)."""
     if quant_scale is not None or quant_offset is not None or dtype not in (-1, None):
         refuse("quant_scale/quant_offset (an int8 output) are not simulated")
     if antiquant_scale.dtype != x.dtype:
@@ -255,6 +256,8 @@ def weight_quant_batch_matmul_v2(x, weight, antiquant_scale, antiquant_offset, q
     wide = w.float()
     if antiquant_offset is not None:
         wide = wide + _antiquant(antiquant_offset, k, n, antiquant_group_size)
+        if x.dtype == torch.float16:
+            wide = wide.half().float()   # the kernel adds the offset in float16 (bfloat16: in float32)
     wide = wide * _antiquant(antiquant_scale, k, n, antiquant_group_size)
     result = torch.matmul(a.float(), wide.to(x.dtype).float())
     if bias is not None:
