@@ -103,3 +103,18 @@ def test_ge_text_does_not_label_shape_sizes_float32():
     assert shape_lines, report.ge_text()
     assert all(line.endswith("-> int64[?]") for line in shape_lines), shape_lines
     assert "float32?" not in report.ge_text() and "float32[?]" not in " ".join(shape_lines)
+
+
+def test_the_simulator_install_step_of_make_setup_prints_no_warning():
+    """`make setup` runs `python -m op_plugin._simulator.hosting.install`: a second run (already
+    installed, as in every `make` after the first) prints its one line and no RuntimeWarning of
+    the project's own (runpy's 'found in sys.modules' warning when a package imports the module
+    run with -m)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-W", "default", "-m", "op_plugin._simulator.hosting.install"],
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr, result.stderr
+    assert "simulator ready" in result.stdout + result.stderr
