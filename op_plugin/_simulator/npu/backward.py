@@ -9,8 +9,8 @@ Backward ops (float32 inside for 16-bit inputs, rounded once):
 * ``npu_swiglu_backward(grad_output, self, dim)``: ``A, B`` the halves of x; ``dA = g * B * s * (1 + A * (1 - s))``,
   ``dB = g * A * s`` with ``s = sigmoid(A)``, concatenated along ``dim``.
 * ``npu_rotary_mul_backward(grad, self, r1, r2, rotary_mode)``: ``dx = g * r1 + R^T(g * r2)`` with R the
-  mode's rotation ("half", "interleave"), ``dr1 = sum(g * x)``, ``dr2 = sum(g * R(x))`` reduced to r1/r2's
-  broadcast shapes.
+  mode's rotation ("half", "interleave", "quarter"; "interleave-half" through the de-interleave first),
+  ``dr1 = sum(g * x)``, ``dr2 = sum(g * R(x))`` reduced to r1/r2's broadcast shapes.
 * ``npu_gelu_backward(grad_output, self, approximate)``: ``g * GELU'(x)`` (erf or tanh form).
 * ``npu_linear_backward(grad, input, weight) -> (grad @ weight, grad^T @ input)``.
 * ``npu_dtype_cast_backward(grad, dtype, ...)`` / ``_npu_dtype_cast_backward``: ``grad`` cast to ``dtype``.
@@ -53,14 +53,26 @@ def npu_swiglu_backward(grad_output, self, dim=-1):
 
 
 def _rotation(x, mode, transpose=False):
-    """R(x) for the mode, or R^T(x) (the adjoint used by the gradient)."""
+    """R(x) for the mode's rotation, or R^T(x) (the adjoint the gradient needs)."""
     sign = -1.0 if transpose else 1.0
-    if mode == "half":
+    if mode in ("half", "interleave-half"):
         first, second = x.chunk(2, dim=-1)
         return torch.cat((-sign * second, sign * first), dim=-1)
     if mode == "interleave":
         return torch.stack((-sign * x[..., 1::2], sign * x[..., ::2]), dim=-1).flatten(-2)
-    raise ValueError(f"npu::npu_rotary_mul_backward: rotary_mode {mode!r} is not 'half' or 'interleave'")
+    if mode == "quarter":
+        q0, q1, q2, q3 = x.chunk(4, dim=-1)
+        return torch.cat((-sign * q1, sign * q0, -sign * q3, sign * q2), dim=-1)
+    raise ValueError(f"npu::npu_rotary_mul_backward: rotary_mode {mode!r} is not 'half', 'interleave', 'quarter' "
+                     "or 'interleave-half'")
+
+
+def _deinterleave(x, transpose=False):
+    """P(x) = cat(x[::2], x[1::2]) (interleave-half's first step), or P^T(x) (interleave back)."""
+    if transpose:
+        first, second = x.chunk(2, dim=-1)
+        return torch.stack((first, second), dim=-1).flatten(-2)
+    return torch.cat((x[..., ::2], x[..., 1::2]), dim=-1)
 
 
 def _sum_to(t, shape):
@@ -71,10 +83,15 @@ def _sum_to(t, shape):
 
 
 def npu_rotary_mul_backward(grad, self, r1, r2, rotary_mode="half"):
+    """y = A(x) * r1 + R(A(x)) * r2 with A the identity, or the de-interleave for "interleave-half"; so
+    dx = A^T(g * r1 + R^T(g * r2)), dr1 = sum(g * A(x)), dr2 = sum(g * R(A(x)))."""
     x, g = opmath(self).float(), opmath(grad).float()
-    dx = g * opmath(r1).float() + _rotation(g * opmath(r2).float(), rotary_mode, transpose=True)
-    dr1 = _sum_to(g * x, r1.shape)
-    dr2 = _sum_to(g * _rotation(x, rotary_mode), r2.shape)
+    interleaved = rotary_mode == "interleave-half"
+    ax = _deinterleave(x) if interleaved else x
+    d_ax = g * opmath(r1).float() + _rotation(g * opmath(r2).float(), rotary_mode, transpose=True)
+    dx = _deinterleave(d_ax, transpose=True) if interleaved else d_ax
+    dr1 = _sum_to(g * ax, r1.shape)
+    dr2 = _sum_to(g * _rotation(ax, rotary_mode), r2.shape)
     return dx.to(self.dtype), dr1.to(self.dtype), dr2.to(self.dtype)
 
 

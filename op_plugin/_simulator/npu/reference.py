@@ -9,7 +9,9 @@ in float32 for 16-bit inputs and rounded once to the input dtype:
   RMS norm of ``x``; returns ``(y, rstd, x)``.
 * ``npu_rotary_mul(x, r1, r2, rotary_mode, rotate)``: ``r1 * x + r2 * x_new`` with
   ``x_new = cat(-x2, x1)`` of the halves ("half"), the pairs ``(-x[1::2], x[::2])`` interleaved
-  ("interleave"), or ``x @ rotate`` when ``rotate`` is given.
+  ("interleave"), ``cat(-q1, q0, -q3, q2)`` of the quarters ("quarter"), or ``x @ rotate`` when
+  ``rotate`` is given; "interleave-half" first de-interleaves x (evens, then odds) and applies the half
+  rotation to that (CANN RotaryPositionEmbedding's modes 2 and 3, which TorchAir lowers on Ascend 950).
 * ``npu_swiglu(x, dim)``: ``A, B = chunk(x, 2, dim)``, ``A * sigmoid(A) * B``.
 * ``npu_apply_rotary_pos_emb(query, key, cos, sin, layout, rotary_mode)``: query and key each
   ``x * cos + x_rotate * sin``, x_rotate by rotary_mode: "half" ``cat(-x2, x1)``, "interleave" the
@@ -74,8 +76,17 @@ def npu_rotary_mul(self, r1, r2, rotary_mode="half", rotate=None):
         rotated = torch.cat((-second, first), dim=-1)
     elif rotary_mode == "interleave":
         rotated = torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+    elif rotary_mode == "quarter":
+        if self.shape[-1] % 4:
+            raise ValueError(f"npu::npu_rotary_mul: the last dim {self.shape[-1]} must be a multiple of 4 "
+                             "for 'quarter'")
+        rotated = _rotate(x, "quarter", "npu_rotary_mul")
+    elif rotary_mode == "interleave-half":  # x de-interleaved (evens, then odds), then the half rotation
+        x = torch.cat((x[..., ::2], x[..., 1::2]), dim=-1)
+        rotated = _rotate(x, "half", "npu_rotary_mul")
     else:
-        raise ValueError(f"npu::npu_rotary_mul: rotary_mode {rotary_mode!r} is not 'half' or 'interleave'")
+        raise ValueError(f"npu::npu_rotary_mul: rotary_mode {rotary_mode!r} is not 'half', 'interleave', "
+                         "'quarter' or 'interleave-half'")
     return (x * opmath(r1).float() + rotated * opmath(r2).float()).to(self.dtype)
 
 
