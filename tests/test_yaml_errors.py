@@ -171,14 +171,18 @@ def cleanup():
         _registry.detach(q, "reference")
 
 
-def test_second_load_of_same_file_fails_and_keeps_first(tmp_path, cleanup):
+def test_second_load_of_same_file_is_a_no_op_a_changed_file_fails_and_keeps_first(tmp_path, cleanup):
+    """Loading the same file again returns its names and registers nothing (an import or a notebook
+    cell run twice, issue 25); the file changed since is a located error and the first stays."""
     path, qa, qb = _good_file(tmp_path, "twice")
     names = op_plugin.load_yaml(path)
     cleanup.extend(names)
     assert names == [qa, qb]
     op_plugin.reference(qa)(lambda x: x + 1)
+    assert op_plugin.load_yaml(path) == names
 
-    with pytest.raises(op_plugin.YamlSpecError, match="already loaded") as info:
+    path.write_text(path.read_text() + "\n# edited\n")
+    with pytest.raises(op_plugin.YamlSpecError, match="changed since it was loaded") as info:
         op_plugin.load_yaml(path)
     err = info.value
     assert err.location.file == str(path)

@@ -120,9 +120,10 @@ def _loaded_before(path: str | Path, check_changed: bool = True) -> LoadedFile |
         if not check_changed:
             return None
         names = ", ".join(spec.qualname for spec in loaded_file.specs)
-        raise OpPluginError(f"{path}: changed since it was loaded ({names}); a registered op cannot be redefined "
-                            "in the same process: restart Python, or unload it first "
-                            f"(op_plugin._registry.load.unload('{loaded_file.specs[0].qualname}'))")
+        first = loaded_file.specs[0]
+        raise YamlSpecError(first.field("func"), f"the file changed since it was loaded ({names}); a registered op "
+                            "cannot be redefined in the same process: restart Python, or unload it first "
+                            f"(op_plugin._registry.load.unload('{first.qualname}'))")
     return loaded_file
 
 
