@@ -9,12 +9,13 @@ Semantics from torch_npu's ``_op_plugin_docs.py`` and hicann ops-nn (``quant/deq
   ``scale = rowmax|out · quant_scale| / 127``, ``y = round(out · quant_scale / scale)`` with round_mode
   0 rint (half to even, the default), 1 round (half away from zero), 2 floor, 3 ceil, 4 trunc. Static
   quantisation, a bias and swiglu_mode != 0 are refused: CANN's docs do not give their formulas/order.
-* add-RMS-norm quant ops: ``x = x1 + x2`` rounded to the input dtype (returned as x_out), ``y =
-  x / sqrt(mean(x^2) + eps) * gamma (+ beta)`` kept in float32, then quantised per token (dynamic: as
-  DynamicQuant's formula ``round(y·s / scale)``) or with static scales (``rint(y / scales + zero_points)``,
-  or ``y * scales`` without div_mode); int8 saturating. An output CANN marks invalid (y2/scale2 with
-  no second smooth scale, y2 with no scales2) is returned empty (dynamic, as the wheel's Meta) or as
-  zeros (static: the wheel's Meta gives it x's shape; CANN leaves its contents undefined).
+* add-RMS-norm quant ops, with each kernel's precision (ops-nn ``op_kernel`` sources): ``x = x1 + x2``
+  (x_out its rounding), ``y = x * rstd * gamma (+ beta)``, ``rstd = 1 / sqrt(sum(x^2) * (1/n) + eps)``;
+  dynamic: ``y·s * (127 / rowmax|y·s|)`` rounded half to even, scale ``1 / (127 / rowmax)``; static:
+  ``rint(y / scales + zero_points)`` (``y * scales`` without div_mode); int8 saturating. An output CANN
+  marks invalid (y2/scale2 with no second smooth scale, y2 with no scales2) is returned empty (dynamic,
+  as the wheel's Meta) or as zeros (static: the wheel's Meta gives it x's shape; CANN leaves its contents
+  undefined).
 """
 from __future__ import annotations
 
@@ -85,18 +86,42 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
     return y, scale.squeeze(-1)
 
 
-def _add_rms(op, x1, x2, gamma, beta, epsilon):
+def _check_norm_inputs(op, x1, x2, gamma):
     for name, tensor in (("x1", x1), ("x2", x2), ("gamma", gamma)):
         if tensor.dtype not in _HALF:
             _fail(op, f"{name} has dtype {tensor.dtype}; torch_npu takes float16 or bfloat16", TypeError)
     if gamma.shape != x1.shape[-1:]:
         _fail(op, f"gamma of shape {tuple(gamma.shape)} is not ({x1.shape[-1]},)")
-    x = (x1.float() + x2.float()).to(x1.dtype)
-    wide = x.float()
-    y = wide * torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + epsilon) * gamma.float()
-    if beta is not None:
-        y = y + beta.float()
-    return x, y
+
+
+def _rstd(wide, epsilon):
+    """1 / sqrt(sum(x^2) * (1/n) + eps), as both A2/A3 kernels scale the square sum."""
+    return 1.0 / torch.sqrt((wide * wide).sum(dim=-1, keepdim=True) * (1.0 / wide.shape[-1]) + epsilon)
+
+
+def _add_rms_for_dynamic_quant(op, x1, x2, gamma, beta, epsilon):
+    """ops-nn add_rms_norm_dynamic_quant (A2/A3): the float32 sum is normalised (x_out is its rounding), then
+    x * rstd * gamma (+ beta), all in float32."""
+    _check_norm_inputs(op, x1, x2, gamma)
+    wide = x1.float() + x2.float()
+    y = wide * _rstd(wide, epsilon) * gamma.float()
+    return wide.to(x1.dtype), (y if beta is None else y + beta.float())
+
+
+def _add_rms_for_quant(op, x1, x2, gamma, beta, epsilon):
+    """ops-nn add_rms_norm_quant (A2/A3, per-channel scales): float16 adds and multiplies gamma in float16
+    (x * rstd rounded, then the product rounded); bfloat16 normalises the float32 sum (its bfloat16 rounding
+    when beta is given) and multiplies gamma in float32; beta is added in float32."""
+    _check_norm_inputs(op, x1, x2, gamma)
+    if x1.dtype == torch.float16:
+        x = (x1.float() + x2.float()).half()
+        y = ((x.float() * _rstd(x.float(), epsilon)).half().float() * gamma.float()).half().float()
+    else:
+        wide = x1.float() + x2.float()
+        x = wide.to(x1.dtype)
+        normed = x.float() if beta is not None else wide
+        y = normed * _rstd(normed, epsilon) * gamma.float()
+    return x, (y if beta is None else y + beta.float())
 
 
 def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_scale2=None, beta=None,
@@ -104,7 +129,7 @@ def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_
     op = "npu_add_rms_norm_dynamic_quant"
     if _int_out(op, "y_dtype", scalar_dtype(op, "y_dtype", y_dtype, torch.int8)) != torch.int8:
         _fail(op, "y1/y2 are int8 only")
-    x, y = _add_rms(op, x1, x2, gamma, beta, epsilon)
+    x, y = _add_rms_for_dynamic_quant(op, x1, x2, gamma, beta, epsilon)
     if output_mask:
         want = [bool(output_mask[0]), bool(output_mask[1])]
     else:
@@ -115,8 +140,11 @@ def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_
             outputs.append((torch.empty(0, dtype=torch.int8), torch.empty(0, dtype=torch.float32)))
             continue
         wide = y * smooth.float() if smooth is not None else y
-        scale = _per_token(op, wide)
-        outputs.append((saturate(torch.round(wide / scale), torch.int8), scale.squeeze(-1)))
+        absmax = wide.abs().amax(dim=-1, keepdim=True)
+        if bool((absmax == 0).any()):
+            _fail(op, "a token (row) of zeros: 127 / 0 is left undefined by CANN; refused")
+        factor = 127.0 / absmax   # the kernel multiplies by 127 / max and writes 1 / (127 / max) as the scale
+        outputs.append((saturate(torch.round(wide * factor), torch.int8), (1.0 / factor).squeeze(-1)))
     (y1, scale1), (y2, scale2) = outputs
     return y1, y2, x, scale1, scale2
 
@@ -126,7 +154,7 @@ def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None,
     op = "npu_add_rms_norm_quant"
     if _int_out(op, "dst_type", scalar_dtype(op, "dst_type", dst_type, torch.int8)) != torch.int8:
         _fail(op, "y1/y2 are int8 only")
-    x, y = _add_rms(op, x1, x2, gamma, beta, epsilon)
+    x, y = _add_rms_for_quant(op, x1, x2, gamma, beta, epsilon)
     outs = []
     for scales, zero_points in ((scales1, zero_points1), (scales2, zero_points2)):
         if scales is None:

@@ -8,11 +8,12 @@ float-to-int8 casts saturating:
   quantisation scale = rowmax|out · quant_scale| / 127, y = round_mode(out · quant_scale / scale)
   ("rint" half to even, "round" half away from zero, floor, ceil, trunc). quant_mode "static", a bias,
   quant_offset and swiglu_mode != 0 are refused: the docs do not give those formulas or orders.
-* AddRmsNormDynamicQuant: x = x1 + x2 (rounded to their dtype, output x), y = x / Rms(x) · gamma (+ beta)
-  in float32, per output i: input = y · smooth_scale_i, scale_i = rowmax|input| / 127,
-  y_i = rint(input / scale_i); an output output_mask (or, without a mask, a missing smooth_scale2) marks
+* AddRmsNormDynamicQuant: x = x1 + x2 in float32 (output x: its rounding), y = x / Rms(x) · gamma (+ beta)
+  in float32, per output i: input = y · smooth_scale_i, y_i = rint(input · (127 / rowmax|input|)),
+  scale_i = 1 / (127 / rowmax); an output output_mask (or, without a mask, a missing smooth_scale2) marks
   invalid is returned empty, as TorchAir's lowering replaces it by an empty Const.
-* AddRmsNormQuant (no TorchAir converter; op_plugin's lowering emits it): y as above, y_i = rint(y / scales_i +
+* AddRmsNormQuant (no TorchAir converter; op_plugin's lowering emits it): y with its kernel's precision
+  (float16 steps rounded in float16, bfloat16 in float32), y_i = rint(y / scales_i +
   zero_points_i) (div_mode) or rint(y · scales_i + zero_points_i); y2 without scales2 is zeros (undefined in
   CANN). Its prototype is ops-nn's ``norm/add_rms_norm_quant/op_graph/add_rms_norm_quant_proto.h``.
 """
@@ -105,19 +106,19 @@ def dequant_swiglu_quant(x, weight_scale, activation_scale, bias, quant_scale, q
     return _int8(_ROUNDING[round_mode](out / scale)), scale.squeeze(-1)
 
 
-def _add_rms(x1, x2, gamma, beta, epsilon):
-    x = (x1.float() + x2.float()).to(x1.dtype)
-    wide = x.float()
-    rstd = 1.0 / torch.sqrt(wide.square().mean(dim=-1, keepdim=True) + epsilon)
-    y = wide * rstd * gamma.float()
-    return x, (y if beta is None else y + beta.float())
+def _inv_rms(x, epsilon):
+    return 1.0 / torch.sqrt((x * x).sum(dim=-1, keepdim=True) * (1.0 / x.shape[-1]) + epsilon)
 
 
 @ge_kernel("AddRmsNormDynamicQuant", one_dtype=("x1", "x2", "gamma"),
            accepts={"x1": _HALF, "x2": _HALF, "gamma": _HALF})
 def add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta, *, epsilon, output_mask, dst_type):
     _require_int8(dst_type)
-    x, y = _add_rms(x1, x2, gamma, beta, epsilon)
+    # add_rms_norm_dynamic_quant_normal_kernel.h: the float32 sum is normalised; x is its rounding
+    total = x1.float() + x2.float()
+    y = total * _inv_rms(total, epsilon) * gamma.float()
+    y = y if beta is None else y + beta.float()
+    x = total.to(x1.dtype)
     valid = (list(output_mask) if output_mask else
              [True, smooth_scale1 is not None and smooth_scale2 is not None])
     results = []
@@ -126,8 +127,11 @@ def add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta
             results.append((torch.empty(0, dtype=torch.int8), torch.empty(0, dtype=torch.float32)))
             continue
         value = y if smooth is None else y * smooth.float()
-        scale = _rowmax_scale(value)
-        results.append((_int8(torch.round(value / scale)), scale.squeeze(-1)))
+        absmax = value.abs().amax(dim=-1, keepdim=True)
+        if bool((absmax == 0).any()):
+            refuse("a row of zeros: 127 / 0 is not defined by CANN")
+        multiplier = 127.0 / absmax   # ScaleTensor: y * (127 / max), scale written as 1 / (127 / max)
+        results.append((_int8(torch.round(value * multiplier)), (1.0 / multiplier).squeeze(-1)))
     (y1, scale1), (y2, scale2) = results
     return y1, y2, x, scale1, scale2
 
@@ -139,7 +143,18 @@ def add_rms_norm_quant(x1, x2, gamma, scales1, scales2, zero_points1, zero_point
     _require_int8(dst_type)
     if axis not in (-1, x1.dim() - 1):
         refuse(f"axis={axis}: CANN takes -1 only")
-    x, y = _add_rms(x1, x2, gamma, beta, epsilon)
+    # add_rms_norm_quant.h (per-channel scales): float16 in float16 (x1 + x2, x * rstd, * gamma each rounded);
+    # bfloat16 in float32 (the sum rounded to bfloat16 first only when beta is given)
+    if x1.dtype == torch.float16:
+        x = (x1.float() + x2.float()).to(torch.float16)
+        normed = (x.float() * _inv_rms(x.float(), epsilon)).to(torch.float16)
+        y = (normed.float() * gamma.float()).to(torch.float16).float()
+    else:
+        total = x1.float() + x2.float()
+        x = total.to(x1.dtype)
+        source = total if beta is None else x.float()
+        y = source * _inv_rms(source, epsilon) * gamma.float()
+    y = y if beta is None else y + beta.float()
     outputs = []
     for scales, zero_points in ((scales1, zero_points1), (scales2, zero_points2)):
         if scales is None:
