@@ -12,13 +12,14 @@ Nothing here imports torch_npu. Two files of the wheel are read as text:
   level helpers and constants it refers to (transitively), and compiles just those in a private
   namespace with the wheel's file name (tracebacks point at the wheel's lines). Top-level
   ``if "2.1." in torch.__version__:`` blocks are resolved against the running torch.
-  The names of torch_npu a picked function may use get stand-ins here (``_STAND_INS``, each
-  documented at its definition): ``ops_error``/``ErrCode`` (error-message suffixes),
-  ``get_soc_version`` (returns -1, "no Ascend SoC": the Ascend950-only compile warning of
-  npu_fusion_attention stays off), ``get_cann_version`` (the CANN the simulator stands for,
-  ``SIMULATED_CANN_VERSION``) and the module ``torch_npu`` itself (``_TorchNpuStandIn``: its dtype
-  constants ``int4``, ``hifloat8``, ``float8_*``, ``float4_*`` and the CANN version query). Any
-  other name imported from torch_npu is refused with an error naming the op; a name the wheel's
+  The names of torch_npu a picked function may use get stand-ins here (``_STAND_INS``):
+  ``ops_error``/``ErrCode`` (error-message suffixes) and, from ``torch_npu_standin`` (the one
+  CPU-host stand-in, which TorchAir's converters get too), ``get_soc_version`` (returns -1, "no
+  Ascend SoC": the Ascend950-only compile warning of npu_fusion_attention stays off),
+  ``get_cann_version`` (the CANN the simulator stands for, ``SIMULATED_CANN_VERSION``) and the
+  module ``torch_npu`` itself (its dtype constants ``int4``, ``hifloat8``, ``float8_*``,
+  ``float4_*`` and the CANN version query). Any other name imported from torch_npu is refused with
+  an error naming the op; a name the wheel's
   module never defines at all (a bug of the wheel, e.g. ``out_dtype`` in
   ``npu_quant_fusion_attention_backward``) is left as it is there: a NameError when that line runs.
 """
@@ -43,6 +44,9 @@ from pathlib import Path
 
 import torch
 import yaml
+
+from . import torch_npu_standin as standin
+from .torch_npu_standin import SIMULATED_CANN_VERSION, TORCH_NPU_DTYPES  # noqa: F401  (this module's API too)
 
 CODEGEN_YAML = "csrc/aten/npu_native_functions_by_codegen.yaml"
 META_MODULE = "op_plugin/meta/_meta_registrations.py"
@@ -112,110 +116,9 @@ class _ErrCode:
         return name
 
 
-# The CANN release the simulator stands for: the newest one the wheel's compatibility table
-# (torch_npu-2.13.0.dist-info/METADATA) names. On an NPU `get_cann_version()` asks the installed
-# CANN (torch_npu._C._get_cann_version); here no CANN is installed, so Meta functions that branch on
-# the version (npu_transpose_batchmatmul's perm_x2 check from 8.5.0, npu_sparse_flash_attention's
-# value=None from 9.2.0, npu_mla_prolog_v2/v3's 8.5.0.alpha003 layouts) take this release's branch.
-SIMULATED_CANN_VERSION = "8.5.0"
-
-
-def _get_cann_version(module="CANN") -> str:
-    """torch_npu.npu.utils.get_cann_version: on an NPU the installed CANN component's version
-    string; here SIMULATED_CANN_VERSION for every component."""
-    del module
-    return SIMULATED_CANN_VERSION
-
-
-def _version_key(version: str):
-    """"8.5.0" > "8.5.0.alpha003" > "8.3.RC1": numeric parts first, a release above its pre-releases."""
-    numbers, rest = [], []
-    for part in str(version).split("."):
-        (numbers if part.isdigit() and not rest else rest).append(part)
-    return tuple(int(n) for n in numbers), 0 if rest else 1, tuple(rest)
-
-
-def _is_gte_cann_version(version, module="CANN") -> bool:
-    """torch_npu.npu.utils._is_gte_cann_version: on an NPU compares the installed CANN; here
-    SIMULATED_CANN_VERSION."""
-    return _version_key(_get_cann_version(module)) >= _version_key(version)
-
-
-class _TorchNpuDType(int):
-    """A torch_npu dtype constant. On an NPU ``torch_npu.<name>`` is ``torch_npu._C._cd.DType.<name>``
-    (torch_npu/_init/core/_exports.py), an enum of the NPU-only formats torch has no dtype for,
-    whose value is the c10 ScalarType number torch_npu gives it and which ops take as an ``int``
-    dtype argument (``x_dtype=torch_npu.hifloat8``). Here: an int with the same value (the values
-    are the wheel's own, from TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP and TorchAir's
-    torch_dtype_value_to_ge_type), so ``x_dtype == torch_npu.hifloat8`` and the dtype maps behave
-    as on an NPU; its repr names it."""
-
-    def __new__(cls, name, value):
-        self = super().__new__(cls, value)
-        self.name = name
-        return self
-
-    def __repr__(self):
-        return f"torch_npu.{self.name}"
-
-    __str__ = __repr__
-
-
-# name -> value; tensors of these formats are stored as torch.uint8 (int4, hifloat8, fp4 x2) or the
-# torch float8 dtype (float8_e5m2/e4m3fn) by torch_npu, which is what the wheel's Meta functions create.
-TORCH_NPU_DTYPES = {
-    "int4": 285,              # 4-bit integer, two per byte (uint8 storage)
-    "hifloat8": 290,          # Ascend's HiFloat8 (uint8 storage)
-    "float8_e5m2": 291,       # the NPU's float8_e5m2 (torch.float8_e5m2 storage)
-    "float8_e4m3fn": 292,     # the NPU's float8_e4m3fn (torch.float8_e4m3fn storage)
-    "float8_e8m0fnu": 293,    # MX block-scale exponent (torch.float8_e8m0fnu / uint8 storage)
-    "float4_e2m1fn_x2": 296,  # two fp4 e2m1 per byte (uint8 storage)
-    "float4_e1m2fn_x2": 297,  # two fp4 e1m2 per byte (uint8 storage)
-}
-
-
-class _TorchNpuStandIn:
-    """The module ``torch_npu`` as the wheel's Meta functions use it (``import torch_npu`` at the top
-    of _meta_registrations.py): its dtype constants (TORCH_NPU_DTYPES), ``torch_npu.uint8`` (only
-    used as a default *torch* dtype there: torch.uint8, what that line means), and
-    ``torch_npu.npu.utils.get_cann_version``/``_is_gte_cann_version``. Any other attribute raises
-    an error naming it: the simulator has no stand-in for it."""
-
-    def __init__(self, path=("torch_npu",)):
-        self._path = path
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        if self._path == ("torch_npu",):
-            if name in TORCH_NPU_DTYPES:
-                return _TorchNpuDType(name, TORCH_NPU_DTYPES[name])
-            if name == "uint8":
-                return torch.uint8
-            if name == "npu":
-                return _TorchNpuStandIn(self._path + ("npu",))
-        if self._path == ("torch_npu", "npu") and name in ("utils", "_backends"):
-            return _TorchNpuStandIn(self._path + (name,))
-        if self._path == ("torch_npu", "npu", "utils"):
-            if name == "get_cann_version":
-                return _get_cann_version
-            if name == "_is_gte_cann_version":
-                return _is_gte_cann_version
-        if self._path == ("torch_npu", "npu", "_backends") and name == "get_soc_version":
-            return _get_soc_version
-        raise NotImplementedError(
-            f"{'.'.join(self._path + (name,))} needs torch_npu on an NPU host; "
-            "the CPU simulator has no stand-in for it")
-
-
-def _get_soc_version() -> int:
-    """torch_npu.npu._backends.get_soc_version: on an NPU the SoC's enum value; here -1, no Ascend SoC."""
-    return -1
-
-
 # The torch_npu names a picked Meta function may use, with their CPU-host stand-ins.
-_STAND_INS = {"ops_error": _ops_error, "ErrCode": _ErrCode(), "get_soc_version": _get_soc_version,
-              "get_cann_version": _get_cann_version, "torch_npu": _TorchNpuStandIn()}
+_STAND_INS = {"ops_error": _ops_error, "ErrCode": _ErrCode(), "get_soc_version": standin.get_soc_version,
+              "get_cann_version": standin.get_cann_version, "torch_npu": standin.TORCH_NPU}
 _PROVIDED = {"torch": torch, "math": math, "os": os, "warnings": warnings, **_STAND_INS}
 
 

@@ -1,0 +1,105 @@
+"""``import torch_npu`` inside TorchAir's converters, answered on a CPU host while a converter runs.
+
+About 18 of TorchAir's npu converter modules (``ge_converter/custom/grouped_matmul.py``,
+``matmul_all_reduce.py``, ``fused_infer_attention_score_v2.py``, ``npu_moe_init_routing_v2.py``,
+``flat_quant.py``, ...) run ``import torch_npu`` (or ``from torch_npu.npu.utils import
+_is_gte_cann_version``) inside the converter function, to compare dtype arguments with
+``torch_npu.hifloat8``/``float4_e2m1fn_x2``/... or to branch on the CANN version. On a CPU host the
+import fails ("No module named 'torch_npu'"), so those converters failed on every input although
+they build the graph from host-independent Python.
+
+Here, while TorchAir lowers one FX node (``GeConcreteGraph._parse_node_internal``, the one place it
+calls converters, directly or through ``auto_functionalized_v2``), an import of ``torch_npu`` or of
+one of its submodules executed inside a *function* of a module under ``CONVERTER_PACKAGE`` gets the
+CPU-host stand-in (``npu/torch_npu_standin.py``, the one the wheel-Meta reader uses): the dtype
+constants, the CANN version queries (8.5.0) and nothing else; any other name (``torch_npu.npu.NPUGraph``
+of a reduce-overhead branch) raises an error naming it. Every other import, on any thread, is
+Python's own: the hook is ``builtins.__import__``, installed only while some thread is inside a
+converter call, and it serves only that thread. ``torch_npu`` never enters ``sys.modules`` (op_plugin
+decides "Ascend host" by ``"torch_npu" in sys.modules``), and a module-level ``import torch_npu``
+(a module imported during the call) is not served, so no module keeps the stand-in as a global.
+"""
+from __future__ import annotations
+
+import builtins
+import contextlib
+import functools
+import sys
+import threading
+
+from ..npu import torch_npu_standin as standin
+
+CONVERTER_PACKAGE = "torchair._ge_concrete_graph.ge_converter"
+
+_lock = threading.Lock()
+_this_thread = threading.local()  # .depth: converter calls this thread is inside
+_threads_inside = 0               # the hook is installed while > 0
+_python_import = builtins.__import__
+_left_in_chain = False            # another hook was installed over ours: ours stays, passing through
+
+
+def _importer_is_a_converter_function(importer_globals) -> bool:
+    name = (importer_globals or {}).get("__name__") or ""
+    if not name.startswith(CONVERTER_PACKAGE + "."):
+        return False
+    frame = sys._getframe(2)  # pylint: disable=protected-access
+    while frame is not None and frame.f_globals is not importer_globals:  # past hooks stacked over ours
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_name != "<module>"  # the import runs inside a function
+
+
+def _import(name, globals=None, locals=None, fromlist=(), level=0):  # pylint: disable=redefined-builtin
+    if (level == 0 and (name == "torch_npu" or name.startswith("torch_npu."))
+            and getattr(_this_thread, "depth", 0) and "torch_npu" not in sys.modules
+            and _importer_is_a_converter_function(globals)):
+        return standin.resolve(name) if fromlist else standin.TORCH_NPU
+    return _python_import(name, globals, locals, fromlist, level)
+
+
+@contextlib.contextmanager
+def converter_call():
+    """The stand-in answers ``import torch_npu`` in TorchAir's converter functions on this thread."""
+    global _threads_inside, _python_import, _left_in_chain
+    depth = getattr(_this_thread, "depth", 0)
+    if depth:  # nested: a node lowered inside another's lowering
+        _this_thread.depth = depth + 1
+        try:
+            yield
+        finally:
+            _this_thread.depth = depth
+        return
+    with _lock:
+        if _threads_inside == 0 and builtins.__import__ is not _import and not _left_in_chain:
+            _python_import = builtins.__import__
+            builtins.__import__ = _import
+        _threads_inside += 1
+    _this_thread.depth = 1
+    try:
+        yield
+    finally:
+        _this_thread.depth = 0
+        with _lock:
+            _threads_inside -= 1
+            if _threads_inside == 0:
+                if builtins.__import__ is _import:
+                    builtins.__import__ = _python_import
+                else:  # someone hooked imports over ours meanwhile: unhooking would drop theirs
+                    _left_in_chain = True
+
+
+def install(torchair) -> None:
+    """Run TorchAir's per-node lowering inside `converter_call` (idempotent)."""
+    del torchair
+    from torchair._ge_concrete_graph.fx2ge_converter import GeConcreteGraph  # pylint: disable=import-outside-toplevel
+
+    lower = GeConcreteGraph._parse_node_internal  # pylint: disable=protected-access
+    if getattr(lower, "_op_plugin_torch_npu_stand_in", False):
+        return
+
+    @functools.wraps(lower)
+    def parse_node_internal(self, *args, **kwargs):
+        with converter_call():
+            return lower(self, *args, **kwargs)
+
+    parse_node_internal._op_plugin_torch_npu_stand_in = True
+    GeConcreteGraph._parse_node_internal = parse_node_internal  # pylint: disable=protected-access
