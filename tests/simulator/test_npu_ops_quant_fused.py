@@ -29,13 +29,14 @@ def _sat(value: int) -> int:
 
 
 def _quantise_row(row):
-    """DynamicQuant's formula on one row of float32 values: (int8 values, scale)."""
-    scale = _f32(max(abs(v) for v in row) / 127.0)
+    """DequantSwigluQuant's dynamic quantisation of one row of float32 values: scale = max * float32(1/127),
+    y = rint(v / scale); (int8 values, scale)."""
+    scale = _f32(max(abs(v) for v in row) * _f32(1.0 / 127.0))
     return [_sat(_rint(_f32(v / scale))) for v in row], scale
 
 
 def _swish(v):
-    return _f32(v * _f32(1.0 / (1.0 + math.exp(-v))))
+    return _f32(v / _f32(1.0 + _f32(math.exp(-v))))
 
 
 @pytest.mark.parametrize("activate_left", [True, False])

@@ -60,14 +60,16 @@ class W8A8Stack(torch.nn.Module):
 
 
 def integer_reference(stack, x):
-    """The same stack from the formulas, in plain torch: scale = rowmax|x| / 127, q = rint(x * 127 / rowmax|x|)
-    clamped to int8; acc = sum_k q[m, k] * w[k, n] in int32; y = acc * weight_scale * scale + bias."""
+    """The same stack from the formulas, in plain torch: q = rint(x * (127 / rowmax|x|)) clamped to int8, its
+    scale 1 / (127 / rowmax|x|) (ops-nn dynamic_quant.h); acc = sum_k q[m, k] * w[k, n] in int32;
+    y = acc * weight_scale * scale + bias."""
     for i, layer in enumerate(stack.layers):
         wide = x.float()
         absmax = wide.abs().max(dim=-1, keepdim=True).values
         q = torch.clamp(torch.round(wide * (127.0 / absmax)), -128, 127).to(torch.int8)
         acc = (q.to(torch.int32).unsqueeze(-1) * layer.weight.to(torch.int32)).sum(dim=-2, dtype=torch.int32)
-        y = acc.float() * layer.weight_scale.float() * (absmax / 127.0) + layer.bias.float()
+        pertoken = torch.reciprocal(torch.div(127.0, absmax))   # the scale DynamicQuant writes: 1 / (127 / max)
+        y = acc.float() * layer.weight_scale.float() * pertoken + layer.bias.float()
         x = y.to(layer.dtype)
         if i < len(stack.layers) - 1:
             x = torch.nn.functional.silu(x)

@@ -125,15 +125,17 @@ def _dynamic_common(op, x, smooth_scales, group_index, dst_type, quant_mode, dst
 
 def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=None,  # noqa: A002 (schema name)
                       quant_mode="pertoken", dst_type_max=0.0):
-    """Symmetric: scale = max|x·s| / 127 per token (or tensor); y = rint(x·s · (127 / max|x·s|))."""
+    """Symmetric, per token (or tensor): f = 127 / max|x·s|, y = rint(x·s · f), scale = 1 / f (the A2/A3
+    default kernel, dynamic_quant.h; its other tilings write max · float32(1/127), within an ulp)."""
     op = "npu_dynamic_quant"
     wide, dims = _dynamic_common(op, input, smooth_scales, group_index, dst_type, quant_mode, dst_type_max)
     absmax = wide.abs().amax(dim=dims, keepdim=True)
     if bool((absmax == 0).any()):
         _fail(op, "a token (row) of zeros: CANN computes 127 / 0 and 0 * inf for it, which its docs leave "
                   "undefined; the simulator refuses it")
-    y = saturate(torch.round(wide * (127.0 / absmax)), torch.int8)
-    scale = absmax / 127.0
+    factor = 127.0 / absmax
+    y = saturate(torch.round(wide * factor), torch.int8)
+    scale = 1.0 / factor
     return y, (scale.squeeze(-1) if quant_mode == "pertoken" else scale.reshape(1))
 
 

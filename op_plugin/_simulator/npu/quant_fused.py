@@ -7,7 +7,8 @@ Semantics from torch_npu's ``_op_plugin_docs.py`` and hicann ops-nn (``quant/deq
 * dequant-SwiGLU-quant: ``x * weight_scale * activation_scale`` (int32 x), SwiGLU on the halves
   (activate_left: swish of the first half, else of the second), then per-token dynamic quantisation
   ``scale = rowmax|out · quant_scale| / 127``, ``y = round(out · quant_scale / scale)`` with round_mode
-  0 rint (half to even, the default), 1 round (half away from zero), 2 floor, 3 ceil, 4 trunc. Static
+  0 rint (half to even, the default), 1 round (half away from zero), 2 floor, 3 ceil, 4 trunc (the A2/A3
+  kernel, dequant_swiglu_quant.h: Swish as x / (1 + exp(-x)), scale = max · float32(1/127)). Static
   quantisation, a bias and swiglu_mode != 0 are refused: CANN's docs do not give their formulas/order.
 * add-RMS-norm quant ops, with each kernel's precision (ops-nn ``op_kernel`` sources): ``x = x1 + x2``
   (x_out its rounding), ``y = x * rstd * gamma (+ beta)``, ``rstd = 1 / sqrt(sum(x^2) * (1/n) + eps)``;
@@ -24,6 +25,7 @@ import torch
 from .quant import _fail, _int_out, saturate, scalar_dtype
 
 _HALF = (torch.float16, torch.bfloat16)
+_INV_127 = torch.tensor(1.0 / 127.0, dtype=torch.float32)
 _ROUND_MODES = {0: torch.round, 1: lambda v: torch.sign(v) * torch.floor(v.abs() + 0.5), 2: torch.floor,
                 3: torch.ceil, 4: torch.trunc}
 
@@ -32,7 +34,7 @@ def _per_token(op, wide):
     absmax = wide.abs().amax(dim=-1, keepdim=True)
     if bool((absmax == 0).any()):
         _fail(op, "a token (row) of zeros: its scale is 0 and round(0 / 0) is left undefined by CANN; refused")
-    return absmax / 127.0
+    return absmax * _INV_127   # dequant_swiglu_quant.h: max * float32(1 / 127); y = out / scale
 
 
 def _group_rows(op, rows, group_index, what):
@@ -77,7 +79,7 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
         _fail(op, f"x has dtype {x.dtype}; torch_npu takes int32, float16 or bfloat16", TypeError)
     first, second = wide.chunk(2, dim=-1)
     gate, linear = (first, second) if activate_left else (second, first)
-    out = gate * torch.sigmoid(gate) * linear
+    out = gate / (1.0 + torch.exp(-gate)) * linear   # the kernel's Swish: x / (1 + exp(-x))
     if quant_scale is not None:
         qs = quant_scale.float().reshape(-1, out.shape[-1])
         out = out * (qs[groups] if groups is not None else qs)

@@ -100,7 +100,8 @@ def _symmetric(wide, dims):
     absmax = wide.abs().amax(dim=dims, keepdim=True)
     if bool((absmax == 0).any()):
         refuse("a row of zeros: the kernel's 127 / rowmax is inf and 0 * inf is not defined by CANN")
-    return _to_int(torch.round(wide * (127.0 / absmax)), torch.int8), absmax / 127.0
+    factor = 127.0 / absmax   # dynamic_quant.h: Div(127, max), x * that, scale written as 1 / that
+    return _to_int(torch.round(wide * factor), torch.int8), 1.0 / factor
 
 
 def _asymmetric(wide, dims):

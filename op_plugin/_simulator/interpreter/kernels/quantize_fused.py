@@ -65,7 +65,7 @@ def _rowmax_scale(wide):
     absmax = wide.abs().amax(dim=-1, keepdim=True)
     if bool((absmax == 0).any()):
         refuse("a row of zeros: its scale is 0 and round(0 / 0) is not defined by CANN")
-    return absmax / 127.0
+    return absmax * torch.tensor(1.0 / 127.0, dtype=torch.float32)   # Muls(max, DYNAMIC_QUANT_FACTOR)
 
 
 def _groups(group_index, rows):
@@ -98,7 +98,7 @@ def dequant_swiglu_quant(x, weight_scale, activation_scale, bias, quant_scale, q
     half = x.shape[-1] // 2
     a, b = wide[:, :half], wide[:, half:]
     gate, linear = (a, b) if activate_left else (b, a)
-    out = gate * torch.sigmoid(gate) * linear
+    out = gate / (1.0 + torch.exp(-gate)) * linear   # Swish as the kernel computes it
     if quant_scale is not None:
         smooth = quant_scale.float().reshape(-1, half)
         out = out * (smooth if rows is None else smooth[rows])
