@@ -18,6 +18,15 @@ operator docs (ops-nn ``TransposeBatchMatMul``); 16-bit floats are computed in f
   not documented), ``batch_split_factor > 1`` (CANN's doc gives the output as ``[M, factor, B*N/factor]``,
   the wheel's Meta as ``[factor, M, B*N/factor]``: which element goes where is not defined) and ``bias``
   (the Meta refuses it).
+* ``npu_format_cast(self, acl_format)``: a copy of ``self``. A format (ND, NZ, ...) is how an NPU lays a
+  tensor out in memory; the logical values do not change, and a CPU host has one layout. Refused:
+  ``customize_dtype`` / ``input_dtype`` (a storage dtype other than the tensor's). The wheel has no Python
+  Meta for it (torch_npu's is C++): ``META`` gives the same shape and dtype.
+* ``npu_top_k_top_p(logits, p, k)`` (CANN ApplyTopKTopPWithSorted after a stable ascending sort, ops-nn
+  ``index/apply_top_k_top_p_with_sorted``): per row, values below the k-th largest become -inf; then, on
+  the softmax of what is left, the values whose ascending cumulative probability is <= 1 - p become -inf
+  (the largest always stays); the result in the original order. p or k may be None (that filter is
+  skipped), not both.
 """
 from __future__ import annotations
 
@@ -109,10 +118,50 @@ def npu_transpose_batchmatmul(input, weight, *, bias=None, scale=None, perm_x1=N
     return out.to(input.dtype).contiguous()
 
 
+def npu_format_cast(self, acl_format, *, customize_dtype=None, input_dtype=None):
+    if customize_dtype is not None or input_dtype is not None:
+        raise NotImplementedError("npu::npu_format_cast: customize_dtype/input_dtype (a storage dtype other than the "
+                                  "tensor's) are not simulated")
+    return self.clone()
+
+
+def npu_format_cast_meta(self, acl_format, *, customize_dtype=None, input_dtype=None):
+    return torch.empty_like(self)
+
+
+def npu_top_k_top_p(logits, p=None, k=None):
+    op = "npu_top_k_top_p"
+    _check_float(op, logits=logits)
+    if p is None and k is None:
+        raise ValueError(f"npu::{op}: p and k cannot both be None")
+    if logits.dim() != 2:
+        raise ValueError(f"npu::{op}: logits must be 2-D [batch, vocab], got {tuple(logits.shape)}")
+    batch, vocab = logits.shape
+    values, indices = torch.sort(opmath(logits).float(), dim=-1, stable=True)  # ascending
+    if k is not None:
+        if k.dtype != torch.int32 or tuple(k.shape) != (batch,) or bool(((k < 1) | (k > vocab)).any()):
+            raise ValueError(f"npu::{op}: k must be int32 [{batch}] with values in [1, {vocab}]")
+        kth = values.gather(1, (vocab - k.long()).unsqueeze(1))
+        values = values.masked_fill(values < kth, float("-inf"))
+    if p is not None:
+        if p.dtype != logits.dtype or tuple(p.shape) != (batch,):
+            raise ValueError(f"npu::{op}: p must have logits' dtype and shape [{batch}]")
+        cumulative = torch.softmax(values, dim=-1).cumsum(dim=-1)
+        drop = cumulative <= (1 - opmath(p).float()).unsqueeze(1)
+        drop[:, -1] = False  # the largest value always stays
+        values = values.masked_fill(drop, float("-inf"))
+    return torch.empty_like(values).scatter_(1, indices, values).to(logits.dtype)
+
+
 KERNELS = {
+    "npu_format_cast": npu_format_cast,
+    "npu_top_k_top_p": npu_top_k_top_p,
     "npu_gelu": npu_gelu,
     "npu_dtype_cast": npu_dtype_cast,
     "_npu_dtype_cast": _npu_dtype_cast,
     "npu_linear": npu_linear,
     "npu_transpose_batchmatmul": npu_transpose_batchmatmul,
 }
+
+# Meta functions for ops the wheel gives none in Python (ops.py registers them where the wheel has none).
+META = {"npu_format_cast": npu_format_cast_meta}

@@ -51,6 +51,9 @@ NAMESPACE = "npu"
 _KERNEL_MODULES = (npu_ops_reference, npu_ops_attention, npu_ops_cache, npu_ops_dense, npu_ops_moe, npu_ops_quant,
                    npu_ops_backward, npu_ops_collective_matmul)
 CPU_KERNELS = {name: kernel for module in _KERNEL_MODULES for name, kernel in module.KERNELS.items()}
+# Meta functions of ops whose Meta torch_npu writes in C++ (the wheel's Python has none), where a family
+# module defines one (``META``); used only when the wheel has no Meta for the op.
+META_KERNELS = {name: fn for module in _KERNEL_MODULES for name, fn in getattr(module, "META", {}).items()}
 # The ops with CPU reference kernels and GE kernels, tested end to end.
 COVERED = tuple(CPU_KERNELS)
 
@@ -127,6 +130,8 @@ def _define(wheel_root) -> RegistrationHandle:
                 continue
             if name in metas:
                 library.impl(name, metas[name], "Meta")
+            elif name in META_KERNELS:
+                library.impl(name, META_KERNELS[name], "Meta")
             else:
                 schema_only.append(name)
             gradient = npu_ops_backward.AUTOGRAD.get(name, _no_gradient_kernel)(name)
