@@ -61,7 +61,7 @@ def inference_case(mode, dynamic):
     compiled = torch.compile(parallel, backend="npugraph", options={"mode": mode}, dynamic=dynamic)
     differences = []
     with torch.no_grad():
-        for rows in ([2, 3] if dynamic else [2]):
+        for rows in ([2, 4] if dynamic else [2]):  # even: DTensor's sharding guards x.size(0) % 2 == 0
             x = _batch(rows)
             out = compiled(x)
             assert type(out) is torch.Tensor, type(out)  # RowwiseParallel hands back a replicated local tensor
@@ -88,8 +88,11 @@ def training_case(mode, dynamic):
 
 # ---- tests (parent side) ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dynamic", [pytest.param(False, id="static"), pytest.param(True, id="dynamic")])
-@pytest.mark.parametrize("mode", ["ge", "aclgraph"])
+# aclgraph mode is run static only: it runs the AOT graph with eager kernels (what dynamic shapes
+# change there is torch's, not op_plugin's), and a dynamic DTensor compile costs ~25 s here.
+@pytest.mark.parametrize(("mode", "dynamic"), [pytest.param("ge", False, id="ge-static"),
+                                               pytest.param("ge", True, id="ge-dynamic"),
+                                               pytest.param("aclgraph", False, id="aclgraph-static")])
 def test_dtensor_decoder_block_inference(ranks, mode, dynamic):
     ranks(2).run(inference_case, mode, dynamic)
 
