@@ -331,7 +331,8 @@ def _test(args) -> int:
         print(f"error: {error_detail(exc)}", file=sys.stderr)
         return 2
     if not outcomes:
-        print(f"error: {args.file}: no op x sample to check (--op names no op of the file?)", file=sys.stderr)
+        print(f"error: {args.file}: nothing to check (an --op that names no op of the file, or --check golden "
+              "for ops without @op_plugin.testing.golden values?)", file=sys.stderr)
         return 2
     print(summary_table(outcomes))
     failures = failure_text(outcomes)
@@ -465,8 +466,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("test", help="check a user's own ops from their YAML samples (opcheck, Meta, npugraph, ...)",
                        description="For every op x sample of FILE: torch.library.opcheck, Meta vs the eager kernel, "
                                    "symbolic-size cleanliness of the Meta function, npugraph == eager static and "
-                                   "dynamic (one compile), backward vs autograd through the reference. Exit 1 on a "
-                                   "failure.")
+                                   "dynamic (one compile), backward vs autograd through the reference, and your "
+                                   "@op_plugin.testing.oracle / golden values when given (for a custom GE type "
+                                   "npugraph == eager checks the lowering, not the formula). An op without samples: "
+                                   "gets one derived from its schema (<op>-default). Exit 1 on a failure.")
     p.add_argument("file", metavar="FILE.yaml")
     p.add_argument("--python", action="append", metavar="MODULE",
                    help="import MODULE (or a .py file) first: your @reference/@meta/@backward pieces; repeatable")
