@@ -37,12 +37,22 @@ def _materialize(arg):
 def test_schemas_and_meta_functions_come_from_the_wheel():
     wheel = simulator_dir() / "torch_npu"
     codegen = (wheel / "csrc/aten/npu_native_functions_by_codegen.yaml").read_text()
-    for name in npu_ops.COVERED:
-        schema = str(getattr(npu, name).default._schema)
+    meta = torch._C._dispatch_get_registrations_for_dispatch_key("Meta")
+    for name in npu_ops.COVERED:  # "op" (its default overload) or "op.overload"
+        schema = str(npu_ops.overload_of(name)._schema)
         assert schema.startswith(f"npu::{name}("), schema
         assert f"func: {name}(" in codegen
-        meta = torch._C._dispatch_get_registrations_for_dispatch_key("Meta")
         assert f"npu::{name}" in meta
+    assert "npu_grouped_matmul.List" in npu_ops.COVERED  # an overload's kernel is registered like any other
+    assert npu_ops.overload_of("npu_grouped_matmul.List") is npu.npu_grouped_matmul.List
+
+
+def test_a_kernel_for_an_op_the_wheel_lacks_is_refused(monkeypatch):
+    """A KERNELS key names an op of the wheel's list ("op" or "op.overload"); a misspelt one would never be
+    registered, so defining the ops refuses it (before defining anything)."""
+    monkeypatch.setitem(npu_ops.CPU_KERNELS, "npu_grouped_matmul.list", lambda *args: None)
+    with pytest.raises(ValueError, match=r"npu_grouped_matmul\.list"):
+        npu_ops._define(simulator_dir() / "torch_npu")
 
 
 def test_meta_functions_are_the_wheels_code():
@@ -53,7 +63,8 @@ def test_meta_functions_are_the_wheels_code():
     assert "torch_npu" not in sys.modules
 
 
-# Covered ops TorchAir never sees or has no converter for, with the reason.
+# Covered ops TorchAir never sees or has no converter for, with the reason (ops op_plugin lowers itself
+# because TorchAir has no converter are read from its registry: `_lowered_by_op_plugin`).
 NOT_LOWERED = {
     "npu_scatter_pa_kv_cache": "functionalized to npu_scatter_pa_kv_cache_functional before TorchAir lowers",
     "npu_kv_rmsnorm_rope_cache_v2": "functionalized to npu_kv_rmsnorm_rope_cache_v2_functional",
@@ -61,13 +72,38 @@ NOT_LOWERED = {
 }
 
 
+def _lowered_by_op_plugin() -> set[str]:
+    """The npu ops op_plugin's registry declares its own converter for because TorchAir has none: a
+    library converter, or an aten converter `when="missing"` (installed at the first npugraph compile)."""
+    from op_plugin._lowering.registry import entries
+
+    def npu_name(target):
+        if isinstance(target, str):
+            namespace, _, name = target.partition("::")
+        elif isinstance(target, torch._ops.OpOverload):
+            namespace, name, overload = str(target).split(".")
+            name = name if overload == "default" else f"{name}.{overload}"
+        else:  # a Python callable (size arithmetic)
+            return None
+        return name if namespace == npu_ops.NAMESPACE else None
+
+    names = {npu_name(t) for entry in entries() if entry.when in ("library", "missing") for t in entry.declared}
+    return names - {None}
+
+
 def test_torchair_registered_its_converters_for_them():
     from torchair._ge_concrete_graph.fx2ge_converter import _get_converter
+    own = _lowered_by_op_plugin()
+    assert {"npu_moe_token_permute", "npu_moe_token_unpermute"} <= own
+    assert not own & set(NOT_LOWERED)
     for name in npu_ops.COVERED:
-        if name not in NOT_LOWERED:
-            assert _get_converter(getattr(npu, name).default) is not None, name
+        converter = _get_converter(npu_ops.overload_of(name))
+        if name in own:  # op_plugin's, once installed; never TorchAir's (then op_plugin's would not be needed)
+            assert converter is None or not converter.__module__.startswith("torchair."), name
+        elif name not in NOT_LOWERED:
+            assert converter is not None, name
     for name in NOT_LOWERED:
-        assert name in npu_ops.COVERED and _get_converter(getattr(npu, name).default) is None, name
+        assert name in npu_ops.COVERED and _get_converter(npu_ops.overload_of(name)) is None, name
 
 
 def test_handle_undoes_and_redefines_in_a_fresh_process():

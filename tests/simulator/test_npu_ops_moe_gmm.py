@@ -58,11 +58,20 @@ def test_rows_grouped_by_group_list(group_list_type, group_list, dtype):
 
 
 def test_list_overload_and_weight_list():
-    from op_plugin._simulator.npu.moe import LIST_OVERLOAD_KERNELS
     x = torch.randn(5, 4)
     ws = [torch.randn(4, 3) for _ in range(2)]
-    got, = LIST_OVERLOAD_KERNELS["npu_grouped_matmul.List"]([x], ws, group_list=[2, 5], split_item=3)
+    got, = npu.npu_grouped_matmul.List([x], ws, group_list=[2, 5], split_item=3)
     assert_close(got, torch.cat([_product(x[:2], ws[0]), _product(x[2:], ws[1])]).float(), "npu_ops")
+
+
+def test_list_overload_compiled():
+    """`.List` (an int list group_list) through TorchAir's own converter (the one of `.default`)."""
+    def fn(x, w1, w2):
+        return npu.npu_grouped_matmul.List([x], [w1, w2], group_list=[2, 5], split_item=3, group_type=0)[0]
+
+    x, ws = torch.randn(5, 4), [torch.randn(4, 3) for _ in range(2)]
+    run = check_compiled(fn, (x, *ws), "GroupedMatmul", kind="npu_ops")
+    assert_close(run.got, torch.cat([_product(x[:2], ws[0]), _product(x[2:], ws[1])]).float(), "npu_ops")
 
 
 def test_k_axis_grouped():

@@ -177,6 +177,5 @@ KERNELS = {
     "npu_moe_token_permute": npu_moe_token_permute,
     "npu_moe_token_unpermute": npu_moe_token_unpermute,
     "npu_grouped_matmul": npu_grouped_matmul,
+    "npu_grouped_matmul.List": npu_grouped_matmul_list,
 }
-# Not in KERNELS yet: tests/simulator/test_npu_ops.py reads every KERNELS name as an op without overload.
-LIST_OVERLOAD_KERNELS = {"npu_grouped_matmul.List": npu_grouped_matmul_list}

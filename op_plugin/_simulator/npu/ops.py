@@ -47,7 +47,8 @@ from ..._base import wheel as install  # where the unpacked wheel is, and whethe
 NAMESPACE = "npu"
 
 # CPU reference kernels of torch_npu ops, one module per op family, each with a KERNELS dict
-# (op name -> kernel); every other op of the wheel's list is defined too, by schema and Meta.
+# (op name -> kernel; "op" is its default overload, "op.overload" another: "npu_grouped_matmul.List",
+# as the wheel's schema list names it); every other op of the wheel's list is defined too, by schema and Meta.
 _KERNEL_MODULES = (npu_ops_reference, npu_ops_attention, npu_ops_cache, npu_ops_dense, npu_ops_moe, npu_ops_quant,
                    npu_ops_backward, npu_ops_collective_matmul)
 CPU_KERNELS = {name: kernel for module in _KERNEL_MODULES for name, kernel in module.KERNELS.items()}
@@ -86,6 +87,13 @@ def define_npu_ops() -> RegistrationHandle | None:
         return _handle
 
 
+def overload_of(name: str):
+    """The OpOverload a KERNELS key names: "npu_rms_norm" -> npu.npu_rms_norm.default,
+    "npu_grouped_matmul.List" -> npu.npu_grouped_matmul.List."""
+    base, overload = _split(name)
+    return getattr(getattr(getattr(torch.ops, NAMESPACE), base), overload or "default")
+
+
 def undefined_ops() -> dict[str, str]:
     """The wheel's ops (with overload) that the last define_npu_ops() could not define, with the reason."""
     return dict(_undefined)
@@ -118,6 +126,10 @@ def _has_schema(name: str, overload: str = "") -> bool:
 
 def _define(wheel_root) -> RegistrationHandle:
     entries = npu_ops_wheel.all_schema_entries(wheel_root)
+    unknown = sorted(set(CPU_KERNELS) - set(entries))
+    if unknown:  # a KERNELS key must name an op ("op" or "op.overload") of the wheel's list, or it is never registered
+        raise ValueError(f"CPU kernels for ops the wheel's schema list does not have: {', '.join(unknown)}; "
+                         "name them as its custom: entries do (\"op\" or \"op.overload\")")
     names = [name for name in entries if not _defined(name)]  # a user's own definition is left alone
     metas = npu_ops_wheel.meta_functions(wheel_root)  # every Meta function the wheel registers
     library = torch.library.Library(NAMESPACE, "FRAGMENT")  # pylint: disable=no-member
