@@ -265,6 +265,11 @@ def test_users_register_fake_wins_with_a_warning_naming_both(tmp_path):
         assert len(said) == 1, said
         assert "npu::npu_h2_fake" in said[0] and "test_torchair_habits_2.py" in said[0] and "fake.yaml:" in said[0]
         assert "outputs" in said[0], said[0]
+
+        torch.library.register_fake("npu::npu_h2_fake")(lambda x: x.new_empty(int(x.shape[0])))  # pins the size
+        (case,) = testing.yaml_cases(path)   # the file is loaded: its derived sample, <op>-default
+        with pytest.raises(AssertionError, match=r"the torch.library.register_fake function \(.*test_torchair"):
+            testing.CHECKS["symbolic"](case)
     finally:
         torch._dynamo.reset()
         unload("npu_h2_fake")

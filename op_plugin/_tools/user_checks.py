@@ -15,6 +15,7 @@ import sympy
 import torch
 
 from .. import _registry
+from .._registry.fake_overrides import replaced_fake
 from .error_text import clean_message
 from .oracles import check_golden, check_oracle, custom_type_note
 from .samples import SampleCase, assert_results_close, clone_tree
@@ -111,7 +112,13 @@ def check_symbolic_meta(case: SampleCase) -> str:
     for i, name in enumerate(tensor_names):
         pinned = [p.replace(f"input {i} dim ", f"{name} dim ") for p in pinned]
     st = _registry.find(case.spec.qualname)
-    who = "the user-written Meta function" if st is not None and st.meta is not None else "the generated Meta function"
+    fake = replaced_fake(case.spec.qualname)
+    if fake is not None:
+        who = f"the torch.library.register_fake function ({fake.source})"
+    elif st is not None and st.meta is not None:
+        who = "the user-written Meta function"
+    else:
+        who = "the generated Meta function"
     assert not pinned, (f"{who} specialises symbolic sizes (int() or a Python comparison on a size?): "
                         f"guards {pinned}; torch.compile(dynamic=True) would recompile for every new size")
     return "sizes stay symbolic"
