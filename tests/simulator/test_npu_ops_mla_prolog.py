@@ -36,7 +36,8 @@ def _rope_matrix(d):
     return p, p @ r
 
 
-def _oracle(x, w_dq, w_uq_qr, w_uk, w_dkv_kr, g_cq, g_ckv, sin, cos, index, kv, kr, eps=1e-5):
+def _oracle(x, w_dq, w_uq_qr, w_uk, w_dkv_kr, g_cq, g_ckv, sin, cos, index, kv, kr, eps=1e-5, alpha_q=1.0,
+            alpha_kv=1.0):
     f = [t.double() for t in (x, w_dq, w_uq_qr, w_uk, w_dkv_kr, g_cq, g_ckv, sin, cos)]
     x, w_dq, w_uq_qr, w_uk, w_dkv_kr, g_cq, g_ckv, sin, cos = f
     perm, perm_rot = _rope_matrix(DR)
@@ -47,14 +48,14 @@ def _oracle(x, w_dq, w_uq_qr, w_uk, w_dkv_kr, g_cq, g_ckv, sin, cos, index, kv, 
                                                                                              dtype=torch.float64)
     for t in range(x.shape[0]):
         cq = x[t] @ w_dq
-        cq = cq / torch.sqrt((cq * cq).mean() + eps) * g_cq
+        cq = alpha_q * cq / torch.sqrt((cq * cq).mean() + eps) * g_cq
         up = cq @ w_uq_qr
         for h in range(N):
             query[t, h] = up[h * D:(h + 1) * D] @ w_uk[h]
             r = up[N * D + h * DR:N * D + (h + 1) * DR]
             query_rope[t, h] = (r @ perm) * cos[t] + (r @ perm_rot) * sin[t]
         down = x[t] @ w_dkv_kr
-        ckv = down[:HCKV] / torch.sqrt((down[:HCKV] ** 2).mean() + eps) * g_ckv
+        ckv = alpha_kv * down[:HCKV] / torch.sqrt((down[:HCKV] ** 2).mean() + eps) * g_ckv
         slot = int(index[t])
         kv_out[slot // BLOCK, slot % BLOCK, 0] = ckv
         kr_out[slot // BLOCK, slot % BLOCK, 0] = (down[HCKV:] @ perm) * cos[t] + (down[HCKV:] @ perm_rot) * sin[t]
@@ -81,6 +82,51 @@ def test_mla_prolog_compiled(version):
     op = npu.npu_mla_prolog if version == "v1" else npu.npu_mla_prolog_v2
     check_compiled(lambda *a: op(*a, rmsnorm_epsilon_cq=1e-6), _inputs((2, 3), seed=1),
                    "MlaProlog" if version == "v1" else "MlaPrologV2", kind="npu_ops")
+
+
+def _v3_args(args):
+    """v3's positional order: the caches before cache_index, which is a keyword."""
+    return args[:9] + args[10:], dict(cache_index=args[9])
+
+
+def test_mla_prolog_v3_writes_the_caches_in_place():
+    args = _inputs((2, 3), seed=2)
+    positional, kwargs = _v3_args(args)
+    kv, kr = positional[9].clone(), positional[10].clone()
+    positional = positional[:9] + (kv, kr)
+    query, query_rope, *empty = npu.npu_mla_prolog_v3(*positional, **kwargs, qc_qr_scale=0.5, kc_scale=2.0)
+    want = _oracle(*args, alpha_q=0.5, alpha_kv=2.0)
+    assert_close((query, query_rope, kv, kr), [w.to(BF16) for w in want], "npu_ops", scale=2)
+    assert [tuple(t.shape) for t in empty] == [(0,), (0,), (0,)]
+    functional = npu.npu_mla_prolog_v3_functional(*args[:9], *args[10:], **kwargs, qc_qr_scale=0.5, kc_scale=2.0)
+    assert_close(functional[5:], (kv, kr), "npu_ops")
+    assert torch.equal(args[10], _inputs((2, 3), seed=2)[10]), "the functional form changed its input"
+
+
+def test_mla_prolog_v3_refuses_reserved_arguments():
+    positional, kwargs = _v3_args(_inputs((3,)))
+    with pytest.raises(ValueError, match="tile_size=64"):
+        npu.npu_mla_prolog_v3(*positional, **kwargs, tile_size=64)
+    with pytest.raises(ValueError, match="query_norm_flag=True"):
+        npu.npu_mla_prolog_v3(*positional, **kwargs, query_norm_flag=True)
+
+
+def test_mla_prolog_v3_node():
+    """MlaPrologV3 as a GE node (TorchAir's v3 converters import torch_npu, so a CPU host cannot reach it by
+    compiling): against the formulas."""
+    from op_plugin._testing_harness import run_node
+
+    args = _inputs((4,), seed=3)
+    names = ["token_x", "weight_dq", "weight_uq_qr", "weight_uk", "weight_dkv_kr", "rmsnorm_gamma_cq",
+             "rmsnorm_gamma_ckv", "rope_sin", "rope_cos", "cache_index", "kv_cache", "kr_cache"]
+    inputs = dict(zip(names, args, strict=True))
+    outputs = [(BF16, [4, N, HCKV]), (BF16, [4, N, DR]), (BF16, list(args[10].shape)), (BF16, list(args[11].shape)),
+               (torch.float32, [0]), (BF16, [0]), (torch.float32, [0])]
+    attrs = dict(query_norm_flag=False, weight_quant_mode=0, kv_cache_quant_mode=0, query_quant_mode=0,
+                 ckvkr_repo_mode=0, quant_scale_repo_mode=0, tile_size=128)  # TorchAir writes every attr
+    got = run_node("MlaPrologV3", inputs, outputs, name="mla", qc_qr_scale=0.5, kc_scale=2.0, **attrs)
+    want = _oracle(*args, alpha_q=0.5, alpha_kv=2.0)
+    assert_close(got[:4], [w.to(BF16) for w in want], "npu_ops", scale=2)
 
 
 def test_mla_prolog_refusals():

@@ -283,8 +283,50 @@ def npu_mla_prolog_v2(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr
     return (*outs, torch.zeros([1], dtype=torch.float32))
 
 
+def _mla_prolog_v3(op, token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, rmsnorm_gamma_cq,
+                   rmsnorm_gamma_ckv, rope_sin, rope_cos, kv_cache, kr_cache, cache_index=None, dequant_scale_x=None,
+                   dequant_scale_w_dq=None, dequant_scale_w_uq_qr=None, dequant_scale_w_dkv_kr=None,
+                   quant_scale_ckv=None, quant_scale_ckr=None, smooth_scales_cq=None, actual_seq_len=None,
+                   k_nope_clip_alpha=None, rmsnorm_epsilon_cq=1e-5, rmsnorm_epsilon_ckv=1e-5, cache_mode="PA_BSND",
+                   qc_qr_scale=1.0, kc_scale=1.0, **rest):
+    """V3's computation: (query, query_rope, kv_cache_out, kr_cache_out, dequant_scale_q_nope, query_norm,
+    dequant_scale_q_norm), the caches as updated copies."""
+    from ..interpreter.kernels.transformer import mla_prolog as core
+
+    dtypes = {name: rest.pop(name) for name in list(rest) if name.endswith("_dtype")}
+    _refuse(op, **dtypes)
+    try:
+        return core.run_v3((dequant_scale_x, dequant_scale_w_dq, dequant_scale_w_uq_qr, dequant_scale_w_dkv_kr,
+                            quant_scale_ckv, quant_scale_ckr, smooth_scales_cq),
+                           (token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, rmsnorm_gamma_cq,
+                            rmsnorm_gamma_ckv, rope_sin, rope_cos, kv_cache, kr_cache, cache_index),
+                           actual_seq_len=actual_seq_len, k_nope_clip_alpha=k_nope_clip_alpha, settings=rest,
+                           eps_cq=rmsnorm_epsilon_cq, eps_ckv=rmsnorm_epsilon_ckv, cache_mode=cache_mode,
+                           qc_qr_scale=qc_qr_scale, kc_scale=kc_scale)
+    except core.MlaError as error:
+        raise ValueError(f"{op}: {error}") from None
+
+
+def npu_mla_prolog_v3(*args, **kwargs):
+    """MlaPrologV3 writing kv_cache and kr_cache in place (the schema's Tensor(a!)/(b!)); returns
+    (query, query_rope, dequant_scale_q_nope, query_norm, dequant_scale_q_norm)."""
+    query, query_rope, kv_out, kr_out, *rest = _mla_prolog_v3("npu::npu_mla_prolog_v3", *args, **kwargs)
+    args[9].copy_(kv_out)
+    args[10].copy_(kr_out)
+    return (query, query_rope, *rest)
+
+
+def npu_mla_prolog_v3_functional(*args, **kwargs):
+    """The functional twin: (query, query_rope, dequant_scale_q_nope, query_norm, dequant_scale_q_norm,
+    kv_cache_out, kr_cache_out)."""
+    query, query_rope, kv_out, kr_out, *rest = _mla_prolog_v3("npu::npu_mla_prolog_v3_functional", *args, **kwargs)
+    return (query, query_rope, *rest, kv_out, kr_out)
+
+
 KERNELS = {
     "npu_mla_prolog": npu_mla_prolog,
+    "npu_mla_prolog_v3": npu_mla_prolog_v3,
+    "npu_mla_prolog_v3_functional": npu_mla_prolog_v3_functional,
     "npu_mla_prolog_v2": npu_mla_prolog_v2,
     "npu_fusion_attention": npu_fusion_attention,
     "npu_fusion_attention_grad": npu_fusion_attention_grad,

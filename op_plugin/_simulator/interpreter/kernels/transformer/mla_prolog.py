@@ -57,7 +57,8 @@ def _write(cache, index, rows, what):
 
 
 def mla_prolog(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, gamma_cq, gamma_ckv, rope_sin, rope_cos,
-               cache_index, kv_cache, kr_cache, *, eps_cq, eps_ckv, cache_mode, query_rope_dtype):
+               cache_index, kv_cache, kr_cache, *, eps_cq, eps_ckv, cache_mode, query_rope_dtype, qc_qr_scale=1.0,
+               kc_scale=1.0):
     """(query, query_rope, kv_cache_out, kr_cache_out); raises MlaError."""
     if cache_mode != "PA_BSND":
         raise MlaError(f"cache_mode {cache_mode!r} is not implemented (PA_BSND is)")
@@ -86,14 +87,14 @@ def mla_prolog(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, gamma
         raise MlaError(f"cache_index values must lie in [0, {slots}) (BlockNum * BlockSize)")
     if index.unique().numel() != index.numel():
         raise MlaError("cache_index repeats a row: the order of the writes is not documented")
-    cq = _rms(x @ opmath(weight_dq).float(), gamma_cq, eps_cq)
+    cq = qc_qr_scale * _rms(x @ opmath(weight_dq).float(), gamma_cq, eps_cq)
     qc_qr = cq @ opmath(weight_uq_qr).float()
     qc = qc_qr[:, :heads * head_dim].reshape(tokens, heads, head_dim)
     qr = qc_qr[:, heads * head_dim:].reshape(tokens, heads, dr)
     query = torch.einsum("tnd,ndh->tnh", qc, opmath(weight_uk).float())
     query_rope = _rope(qr, cos[:, None], sin[:, None])
     ckv_kr = x @ opmath(weight_dkv_kr).float()
-    ckv = _rms(ckv_kr[:, :hckv], gamma_ckv, eps_ckv)
+    ckv = kc_scale * _rms(ckv_kr[:, :hckv], gamma_ckv, eps_ckv)
     kr = _rope(ckv_kr[:, hckv:], cos, sin)
     return (query.reshape(*lead, heads, hckv).to(rope_sin.dtype),
             query_rope.reshape(*lead, heads, dr).to(query_rope_dtype or rope_sin.dtype),
@@ -142,3 +143,51 @@ def mla_prolog_v2(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, rm
     except MlaError as error:
         refuse(str(error))
     return (*outs, torch.zeros([1], dtype=torch.float32))
+
+
+# V3's reserved arguments (aclnnMlaPrologV3WeightNz: "预留接口", pass the default) and quantisation modes.
+V3_DEFAULTS = {"query_norm_flag": False, "weight_quant_mode": 0, "kv_cache_quant_mode": 0, "query_quant_mode": 0,
+               "ckvkr_repo_mode": 0, "quant_scale_repo_mode": 0, "tile_size": 128}
+
+
+def run_v3(given_quant, args, *, actual_seq_len, k_nope_clip_alpha, settings, **kwargs):
+    """V3 without quantisation: V2's computation with c^Q scaled by qc_qr_scale and c^KV by kc_scale
+    (aclnnMlaPrologV3WeightNz); returns (query, query_rope, kv_cache_out, kr_cache_out) and the three
+    empty outputs the wheel's Meta gives for CANN 8.5.0 (dequant_scale_q_nope, query_norm,
+    dequant_scale_q_norm: [0])."""
+    for name, value in settings.items():
+        if value != V3_DEFAULTS[name]:
+            raise MlaError(f"{name}={value!r} is not implemented on the simulator (reserved or quantisation; "
+                           f"{V3_DEFAULTS[name]!r} is)")
+    for name, tensor in (("actual_seq_len", actual_seq_len), ("k_nope_clip_alpha", k_nope_clip_alpha)):
+        if tensor is not None:
+            raise MlaError(f"{name} is reserved by CANN (pass None); not implemented on the simulator")
+    if args[11] is None:
+        raise MlaError("cache_index is required here (the PA_BSND cache rows)")
+    order = (0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 9, 10)  # v3 puts cache_index after the caches
+    outs = run(given_quant, tuple(args[i] for i in order), query_rope_dtype=torch.bfloat16, **kwargs)
+    empty = (torch.empty([0], dtype=torch.float32), torch.empty([0], dtype=args[2].dtype),
+             torch.empty([0], dtype=torch.float32))
+    return outs[0].to(torch.bfloat16), outs[1], outs[2], outs[3], *empty
+
+
+@ge_kernel("MlaPrologV3")
+def mla_prolog_v3(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, rmsnorm_gamma_cq, rmsnorm_gamma_ckv,
+                  rope_sin, rope_cos, kv_cache, kr_cache, cache_index, dequant_scale_x, dequant_scale_w_dq,
+                  dequant_scale_w_uq_qr, dequant_scale_w_dkv_kr, quant_scale_ckv, quant_scale_ckr, smooth_scales_cq,
+                  actual_seq_len, k_nope_clip_alpha, *, rmsnorm_epsilon_cq, rmsnorm_epsilon_ckv, cache_mode,
+                  query_norm_flag, weight_quant_mode, kv_cache_quant_mode, query_quant_mode, ckvkr_repo_mode,
+                  quant_scale_repo_mode, tile_size, qc_qr_scale, kc_scale):
+    settings = dict(query_norm_flag=query_norm_flag, weight_quant_mode=weight_quant_mode,
+                    kv_cache_quant_mode=kv_cache_quant_mode, query_quant_mode=query_quant_mode,
+                    ckvkr_repo_mode=ckvkr_repo_mode, quant_scale_repo_mode=quant_scale_repo_mode, tile_size=tile_size)
+    try:
+        return run_v3((dequant_scale_x, dequant_scale_w_dq, dequant_scale_w_uq_qr, dequant_scale_w_dkv_kr,
+                       quant_scale_ckv, quant_scale_ckr, smooth_scales_cq),
+                      (token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, rmsnorm_gamma_cq, rmsnorm_gamma_ckv,
+                       rope_sin, rope_cos, kv_cache, kr_cache, cache_index),
+                      actual_seq_len=actual_seq_len, k_nope_clip_alpha=k_nope_clip_alpha, settings=settings,
+                      eps_cq=rmsnorm_epsilon_cq, eps_ckv=rmsnorm_epsilon_ckv, cache_mode=cache_mode,
+                      qc_qr_scale=qc_qr_scale, kc_scale=kc_scale)
+    except MlaError as error:
+        refuse(str(error))
