@@ -228,3 +228,25 @@ def test_functionalization_of_the_multi_output_in_place_ops():
     functionalized = torch._C._dispatch_get_registrations_for_dispatch_key("Functionalize")
     for op in ("npu_scatter_pa_kv_cache", "npu_kv_rmsnorm_rope_cache_v2"):
         assert f"npu::{op}" in functionalized
+
+
+def test_kv_rmsnorm_rope_cache_v1_as_vllm_ascend_decodes():
+    """vllm-ascend's MLA decode (exec_kv): kv [B, 1, 1, D], cache_mode PA, `k_pe, k_nope, _, _ = ...`: the
+    graph returns the updated caches AND the caller's caches hold the write, as GE's in-place ref op does."""
+    def step(kv, gamma, cos, sin, slots, kc, ckc):
+        k_pe, k_nope, _, _ = npu.npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, slots, kc, ckc, cache_mode="PA")
+        return k_pe, k_nope
+
+    def make():
+        g = torch.Generator().manual_seed(11)
+        kv = torch.randn(3, 1, 1, 40, generator=g).half()
+        cos, sin = (torch.rand(3, 1, 1, 8, generator=g).half() for _ in range(2))
+        return [kv, torch.rand(32, generator=g).half() + 0.5, cos, sin, torch.tensor([5, 17, 40]),
+                torch.zeros(4, 16, 1, 8).half(), torch.zeros(4, 16, 1, 32).half()]
+
+    eager, graph = make(), make()
+    want = step(*eager)
+    got = Npugraph(step)(*graph)
+    assert_close(got, want, "npu_ops")
+    assert torch.equal(graph[5], eager[5]) and torch.equal(graph[6], eager[6])
+    assert bool(graph[5].abs().sum() > 0)

@@ -81,6 +81,10 @@ _UNFED = 0  # slot 0 always holds None
 DATA_DEPENDENT_TYPES = frozenset({"NonZero", "NonZeroWithValue", "Unique", "UniqueConsecutive", "UniqueWithCounts",
                                   "UniqueWithCountsAndSorting", "MaskedSelect", "MaskedSelectV2"})
 _MAX_VERIFIED_SIGNATURES = 64
+# Ref ops whose write of a graph input is the op's purpose even when the graph also returns the written
+# value: TorchAir's converter of torch_npu's npu_kv_rmsnorm_rope_cache (v1) feeds it the caller's caches,
+# which it updates in place on an NPU (eagerly and in graph mode) and returns as well.
+IN_PLACE_TYPES = frozenset({"KvRmsNormRopeCache"})
 _SMALL_INT_INPUT = 16  # integer inputs up to this many elements enter the signature by value
 
 
@@ -231,6 +235,8 @@ class GraphPlan:
         # A write the graph also returns is a functional op lowered onto a ref op (as_strided_scatter
         # as ViewCopy on its input): its result reaches the caller as an output and eager leaves the
         # input alone, so the caller's tensor is not written.
+        # Except for the ref ops whose in-place write is the op itself (IN_PLACE_TYPES): the caller's
+        # tensor is written whether or not the graph also returns it.
         returned = {(ref.node, ref.index) for ref in self._output_step.inputs if ref is not None}
         for step in self._kernel_steps:
             if not is_ref_op(step.op):
@@ -242,7 +248,7 @@ class GraphPlan:
                     position = names.index(desc.name)
                     ref = step.inputs[position] if position < len(step.inputs) else None
                     if ref is not None and ref.index == 0 and ref.node in data_index \
-                            and (step.op.name, out_index) not in returned:
+                            and ((step.op.name, out_index) not in returned or step.op.type in IN_PLACE_TYPES):
                         writes.append((out_index, data_index[ref.node]))
             step.writes_inputs = tuple(writes)
 
