@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from op_plugin._testing_harness import check_compiled
+from op_plugin._testing_harness import check_compiled, check_dynamic_sizes
 
 F16, BF16, F32, I8 = torch.float16, torch.bfloat16, torch.float32, torch.int8
 npu = torch.ops.npu
@@ -232,3 +232,30 @@ def test_add_rms_norm_quant_zero_scales_refused():
     compiled = torch.compile(lambda a, g, s: npu.npu_add_rms_norm_quant(a, a, g, s, None), backend="npugraph")
     with pytest.raises(Exception, match="AddRmsNormQuant.*scale of 0"):
         compiled(x, torch.ones(8).half(), torch.zeros(8))
+
+
+_GAMMA = (torch.rand(8, generator=torch.Generator().manual_seed(0)) + 0.5).half()
+_DYNAMIC_CASES = {
+    "add_rms_norm_quant": (lambda a, b, s, z: npu.npu_add_rms_norm_quant(a, b, _GAMMA, s, z)[::2],
+                           lambda n: (torch.randn(n, 8).half(), torch.randn(n, 8).half(), torch.rand(8) + 0.1,
+                                      torch.randn(8))),
+    "add_rms_norm_dynamic_quant": (lambda a, b: npu.npu_add_rms_norm_dynamic_quant(a, b, _GAMMA)[::2],
+                                   lambda n: (torch.randn(n, 8).half(), torch.randn(n, 8).half())),
+    "dequant_swiglu_quant": (lambda x, w, s: npu.npu_dequant_swiglu_quant(x, weight_scale=w, activation_scale=s,
+                                                                          activate_left=True, quant_mode=1),
+                             lambda n: (torch.randint(-500, 500, (n, 16), dtype=torch.int32), torch.rand(16),
+                                        torch.rand(n))),
+    "quantize_and_asymmetric": (lambda x, s, z: (npu.npu_quantize(x, s, z, torch.qint8, -1, False),
+                                                 npu.npu_dynamic_quant_asymmetric(x.half())),
+                                lambda n: (torch.randn(n, 8), torch.rand(8), torch.randn(8))),
+    "weight_quant_batchmatmul": (lambda x, w, s, o: npu.npu_weight_quant_batchmatmul(x, w, s, o),
+                                 lambda n: (torch.randn(n, 32).half(), torch.randint(-128, 128, (32, 4), dtype=I8),
+                                            torch.rand(4).half() / 10, torch.randn(4).half())),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_DYNAMIC_CASES))
+def test_compiled_once_over_token_counts(name):
+    """dynamic=True: one GE graph with a symbolic token count serves 3, 5 and 7 tokens, each equal to eager."""
+    fn, make = _DYNAMIC_CASES[name]
+    check_dynamic_sizes(fn, [make(n) for n in (3, 5, 7)], kind="npu_ops")
