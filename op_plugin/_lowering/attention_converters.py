@@ -1,4 +1,5 @@
-"""op_plugin's completion of TorchAir's `npu::npu_fused_infer_attention_score_v2` converter.
+"""op_plugin's completions of TorchAir's `npu::npu_fused_infer_attention_score_v2` and
+`npu::npu_mla_prolog_v3_functional` converters.
 
 TorchAir's converter starts with `import torch_npu` (to compare its fp4 / hifloat8 / float8_e8m0
 dtype arguments), which fails wherever torch_npu is not importable (a CPU host). A call with none of
@@ -6,6 +7,11 @@ those (key/value not int4-in-int32, every `*_dtype` argument None, no `out_dtype
 exactly the FusedInferAttentionScore node TorchAir builds for it: one-tensor key/value lists, the
 actual lengths promoted to int64, the v1 inputs the v2 interface dropped left unfed, `antiquant_mode`
 0, `pse_type` 0. Every other call goes to TorchAir's converter.
+
+`npu_mla_prolog_v3_functional` (what functionalization makes of the in-place `npu_mla_prolog_v3`):
+TorchAir's converter imports torch_npu too, for hifloat8 bitcasts that only `weight_quant_mode` 5
+with dtype arguments takes; any other call is lowered here to TorchAir's TensorMove copies of the
+caches and its MlaPrologV3 node, outputs reordered as the op returns them.
 """
 from __future__ import annotations
 
@@ -72,3 +78,32 @@ def npu_fused_infer_attention_score_v2(ta: TorchAirApi, query, key, value, *, qu
         block_size=block_size, antiquant_mode=0, softmax_lse_flag=return_softmax_lse,
         key_antiquant_mode=key_quant_mode, value_antiquant_mode=value_quant_mode, query_quant_mode=query_quant_mode,
         pse_type=0, out_dtype=None)
+
+
+# The op's keyword arguments with the schema's defaults (TorchAir's converter passes every one to MlaPrologV3).
+_MLA_V3_KEYWORDS = dict(cache_index=None, dequant_scale_x=None, dequant_scale_w_dq=None, dequant_scale_w_uq_qr=None,
+                        dequant_scale_w_dkv_kr=None, quant_scale_ckv=None, quant_scale_ckr=None, smooth_scales_cq=None,
+                        actual_seq_len=None, k_nope_clip_alpha=None, rmsnorm_epsilon_cq=1e-5, rmsnorm_epsilon_ckv=1e-5,
+                        cache_mode="PA_BSND", query_norm_flag=False, kv_cache_quant_mode=0, query_quant_mode=0,
+                        ckvkr_repo_mode=0, quant_scale_repo_mode=0, tile_size=128, qc_qr_scale=1.0, kc_scale=1.0)
+_MLA_V3_DTYPES = ("token_x_dtype", "weight_dq_dtype", "weight_uq_qr_dtype", "weight_dkv_kr_dtype", "kv_cache_dtype")
+
+
+@aten_converter("npu::npu_mla_prolog_v3_functional", when="completes", cases=[
+    Support(BF16(4, 32), BF16(32, 24), BF16(24, 32), BF16(2, 8, 16), BF16(32, 24), BF16(24), BF16(16), BF16(4, 8),
+            BF16(4, 8), BF16(4, 8, 1, 16), BF16(4, 8, 1, 8), cache_index=T([3, 9, 20, 31], dtype=torch.int64)),
+])
+def npu_mla_prolog_v3_functional(ta: TorchAirApi, token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr,
+                                 rmsnorm_gamma_cq, rmsnorm_gamma_ckv, rope_sin, rope_cos, kv_cache, kr_cache, *,
+                                 meta_outputs=None, weight_quant_mode=0, **kwargs):
+    """TorchAir's TensorMove + MlaPrologV3 when no hifloat8 bitcast applies; else TorchAir's converter."""
+    dtypes = {name: kwargs.pop(name, None) for name in _MLA_V3_DTYPES}
+    if weight_quant_mode == 5 and any(value is not None for value in dtypes.values()):
+        return ta.original(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, rmsnorm_gamma_cq,
+                           rmsnorm_gamma_ckv, rope_sin, rope_cos, kv_cache, kr_cache, meta_outputs=meta_outputs,
+                           weight_quant_mode=weight_quant_mode, **kwargs, **dtypes)
+    query, query_rope, kv_out, kr_out, scale_q_nope, query_norm, scale_q_norm = ta.ge.MlaPrologV3(
+        token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, rmsnorm_gamma_cq, rmsnorm_gamma_ckv, rope_sin,
+        rope_cos, ta.ge.TensorMove(kv_cache), ta.ge.TensorMove(kr_cache), weight_quant_mode=weight_quant_mode,
+        **{**_MLA_V3_KEYWORDS, **kwargs})
+    return query, query_rope, scale_q_nope, query_norm, scale_q_norm, kv_out, kr_out

@@ -4,6 +4,7 @@ permutation and a rotation matrix), eagerly and compiled through TorchAir's conv
 import pytest
 import torch
 
+import op_plugin._lowering.attention_converters  # noqa: F401  (the v3 completion, until _lowering/__init__ imports it)
 from op_plugin._testing_harness import assert_close, check_compiled
 
 BF16 = torch.bfloat16
@@ -103,6 +104,17 @@ def test_mla_prolog_v3_writes_the_caches_in_place():
     assert torch.equal(args[10], _inputs((2, 3), seed=2)[10]), "the functional form changed its input"
 
 
+def test_mla_prolog_v3_compiled_updates_the_caches_as_eager():
+    """The in-place op is functionalized to its _functional twin, which op_plugin's completion lowers
+    (TorchAir's own converter imports torch_npu)."""
+    positional, kwargs = _v3_args(_inputs((2, 3), seed=4))
+
+    def fn(*a):
+        return npu.npu_mla_prolog_v3(*a[:11], cache_index=a[11], qc_qr_scale=0.5, kc_scale=1.5)
+
+    check_compiled(fn, tuple(positional) + (kwargs["cache_index"],), "MlaPrologV3", kind="npu_ops", mutated=(9, 10))
+
+
 def test_mla_prolog_v3_refuses_reserved_arguments():
     positional, kwargs = _v3_args(_inputs((3,)))
     with pytest.raises(ValueError, match="tile_size=64"):
@@ -112,8 +124,7 @@ def test_mla_prolog_v3_refuses_reserved_arguments():
 
 
 def test_mla_prolog_v3_node():
-    """MlaPrologV3 as a GE node (TorchAir's v3 converters import torch_npu, so a CPU host cannot reach it by
-    compiling): against the formulas."""
+    """MlaPrologV3 as a GE node, with every attr as TorchAir writes them: against the formulas."""
     from op_plugin._testing_harness import run_node
 
     args = _inputs((4,), seed=3)
