@@ -250,3 +250,20 @@ def test_kv_rmsnorm_rope_cache_v1_as_vllm_ascend_decodes():
     assert_close(got, want, "npu_ops")
     assert torch.equal(graph[5], eager[5]) and torch.equal(graph[6], eager[6])
     assert bool(graph[5].abs().sum() > 0)
+
+
+def test_scatter_pa_kv_cache_compiled_dynamic_token_counts():
+    def step(key, value, kc, vc, slots):
+        npu.npu_scatter_pa_kv_cache(key, value, kc, vc, slots, cache_mode="Norm")
+        return kc + 0
+
+    compiled = Npugraph(step, dynamic=True)
+    for tokens in (5, 7, 9):  # no size shared with another dim (dynamo's duck sizing would tie them)
+        key, value = torch.randn(tokens, 2, 8), torch.randn(tokens, 2, 6)
+        slots = torch.randperm(12)[:tokens].int()
+        eager = [key, value, torch.randn(3, 4, 2, 8), torch.randn(3, 4, 2, 6), slots]
+        graph = [t.clone() for t in eager]
+        want = step(*eager)
+        assert_close(compiled(*graph), want, "npu_ops")
+        assert torch.equal(graph[2], eager[2]) and torch.equal(graph[3], eager[3])
+    assert compiled.compiles == 1  # one graph serves every token count
