@@ -22,6 +22,7 @@ from . import (  # noqa: F401
     collective_converters,
     foreach_converters,
     moe_converters,
+    npu_moe_converters,
     npu_format_converters,
     numeric_corrections,
     quant_converters,

@@ -96,8 +96,3 @@ def grouped_mm_fallback_backward(ta: TorchAirApi, input, weight, offs, grad_outp
                       dtype=grad_output.dtype)
     grad_weight = _gmm(ta, ge.Transpose(input, const([1, 0])), grad_output, offs, group_type=2, dtype=input.dtype)
     return grad_input, grad_weight
-
-
-# torch_npu's own MoE ops (npu_grouped_matmul's non-quantised completion, npu_moe_token_(un)permute):
-# declared in their own module, imported with this one.
-from . import npu_moe_converters  # noqa: E402,F401
