@@ -28,7 +28,8 @@ from pathlib import Path
 from ._common import ROOT, machine_info, versions
 from ._report import fmt, render_markdown
 
-MODULES = ("compile_time", "lowering_scaling", "steady_state", "recompiles", "dispatch", "registration", "zoo_steady")
+MODULES = ("compile_time", "lowering_scaling", "steady_state", "recompiles", "dispatch", "registration", "zoo_steady",
+           "ge_profile", "fresh_process")
 
 
 def run_module(name: str, quick: bool, folder: Path) -> dict:
