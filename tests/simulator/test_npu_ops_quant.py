@@ -289,22 +289,22 @@ def test_zero_scales_in_divide_mode_are_refused_eagerly_and_by_the_ge_kernel():
         compiled(x, scales)
 
 
-@pytest.mark.parametrize("case", ["batched, 3-D bias", "broadcast weight", "transposed weight view"])
-def test_quant_matmul_batches_and_layouts_compiled(case):
+@pytest.mark.parametrize("layout", ["batched, 3-D bias", "broadcast weight", "transposed weight view"])
+def test_quant_matmul_batches_and_layouts_compiled(layout):
     x1 = torch.randint(-128, 128, (2, 3, 16), dtype=I8)
     x2 = torch.randint(-128, 128, (2, 16, 5), dtype=I8)
     scale, pertoken = torch.rand(5) / 100, torch.rand(3)
-    if case == "batched, 3-D bias":
+    if layout == "batched, 3-D bias":
         bias = torch.randint(-50, 50, (2, 1, 5), dtype=torch.int32)
         fn, args = (lambda a, b, s, p, c: npu.npu_quant_matmul(a, b, s, pertoken_scale=p, bias=c, output_dtype=BF16),
                     (x1, x2, scale, pertoken, bias))
-    elif case == "broadcast weight":
+    elif layout == "broadcast weight":
         fn, args = (lambda a, b, s, p: npu.npu_quant_matmul(a, b, s, pertoken_scale=p, output_dtype=F16),
                     (x1, x2[0], scale, pertoken))
     else:   # the weight kept as (n, k), passed transposed
         fn, args = (lambda a, b, s, p: npu.npu_quant_matmul(a, b.t(), s, pertoken_scale=p, output_dtype=BF16),
                     (x1[0], x2[0].t().contiguous(), scale, pertoken))
     eager = fn(*args)
-    dense = (args[0].long() @ (args[1].t() if case.startswith("transposed") else args[1]).long()).float()
+    dense = (args[0].long() @ (args[1].t() if layout.startswith("transposed") else args[1]).long()).float()
     assert eager.shape == dense.shape
     check_compiled(fn, args, "QuantBatchMatmulV3", kind="npu_ops")
