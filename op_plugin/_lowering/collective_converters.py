@@ -1,6 +1,6 @@
-"""Completions of TorchAir's collective converters (`when="completes"`): `reduce_type="avg"`, and
-the non-quantised `npu_mm_all_reduce_base` (an MC2 op) where TorchAir's converter cannot import
-torch_npu (its docstring).
+"""Completions of TorchAir's collective converters (`when="completes"`): `reduce_type="avg"`.
+(`npu::npu_mm_all_reduce_base` is TorchAir's own converter: its `import torch_npu` gets the CPU host's
+stand-in while it runs, simulator hosting/converter_torch_npu.py.)
 
 TorchAir lowers torch's functional all_reduce / reduce_scatter_tensor to `HcomAllReduce` /
 `HcomReduceScatter` with `normalize_reduceop_type(reduce_type)`, which raises
@@ -92,49 +92,3 @@ def reduce_scatter_tensor_legacy(ta: TorchAirApi, self, reduce_type: str, tag: s
         return ta.original(self, reduce_type, tag, rank_list, group_size, out=out, meta_outputs=meta_outputs)
     summed = ta.original(self, "sum", tag, rank_list, group_size, out=out, meta_outputs=meta_outputs)
     return _average(ta, summed, self.dtype, group_size, "c10d_functional.reduce_scatter_tensor")
-
-
-@aten_converter("npu::npu_mm_all_reduce_base", when="completes")
-def npu_mm_all_reduce_base(ta: TorchAirApi, x1, x2, hcom: str, *, reduce_op: str = "sum", bias=None,
-                           antiquant_scale=None, antiquant_offset=None, x3=None, dequant_scale=None,
-                           pertoken_scale=None, comm_quant_scale_1=None, comm_quant_scale_2=None,
-                           antiquant_group_size: int = 0, comm_turn: int = 0, group_sizes=None, y_dtype=None,
-                           x1_dtype=None, x2_dtype=None, dequant_scale_dtype=None, pertoken_scale_dtype=None,
-                           comm_quant_mode: int = 0, comm_mode=None, meta_outputs=None):
-    """TorchAir's converter of `npu::npu_mm_all_reduce_base` starts with `import torch_npu` (for the
-    fp4 dtype constant of its quantised branch), which fails on a CPU host for every call. The
-    completion lowers the non-quantised case (fp16/bf16 x1 and x2, no scales, no dtype arguments)
-    to exactly the graph TorchAir's converter builds for it: `MatmulAllReduce(x1, x2, bias, x3,
-    group=hcom, reduce_op, is_trans_a=False, is_trans_b=False, comm_turn, antiquant_group_size,
-    group_size=0, y_dtype=DT_UNDEFINED, comm_quant_mode, comm_mode or "ai_cpu")` with the output's
-    dtype x1's, after the same checks; every other case is TorchAir's."""
-    kwargs = {"reduce_op": reduce_op, "bias": bias, "antiquant_scale": antiquant_scale,
-              "antiquant_offset": antiquant_offset, "x3": x3, "dequant_scale": dequant_scale,
-              "pertoken_scale": pertoken_scale, "comm_quant_scale_1": comm_quant_scale_1,
-              "comm_quant_scale_2": comm_quant_scale_2, "antiquant_group_size": antiquant_group_size,
-              "comm_turn": comm_turn, "group_sizes": group_sizes, "y_dtype": y_dtype, "x1_dtype": x1_dtype,
-              "x2_dtype": x2_dtype, "dequant_scale_dtype": dequant_scale_dtype,
-              "pertoken_scale_dtype": pertoken_scale_dtype, "comm_quant_mode": comm_quant_mode,
-              "comm_mode": comm_mode}
-    data_type = ta.graph.DataType
-    plain = all(value is None for value in (antiquant_scale, dequant_scale, group_sizes, y_dtype, x1_dtype, x2_dtype,
-                                            dequant_scale_dtype, pertoken_scale_dtype))
-    if not plain or x1.dtype not in (data_type.DT_FLOAT16, data_type.DT_BF16):
-        return ta.original(x1, x2, hcom, **kwargs, meta_outputs=meta_outputs)
-    for name, value in (("x2", x2), ("bias", bias), ("x3", x3)):  # TorchAir's check_dtype_non_quant
-        if value is not None and value.dtype != x1.dtype:
-            raise AssertionError(f"Non-quant scene: x1 dtype {x1.dtype} != {name} dtype {value.dtype}, must be same.")
-    for name, value in (("x1", x1), ("x2", x2)):
-        if value.rank < 2:
-            raise RuntimeError(f"Input {name} dimension can't be less than 2, actual {name} dimension is {value.rank}.")
-    allowed = ("ccu", "ai_cpu") if ta.is_arch35() else ("ai_cpu",)
-    if comm_mode is not None and comm_mode not in allowed:
-        raise RuntimeError(f"npu_mm_all_reduce_base: comm_mode {comm_mode!r} must be one of {allowed} on this SoC")
-    out = ta.ge.MatmulAllReduce(
-        x1, x2, bias=bias, x3=x3, antiquant_scale=None, antiquant_offset=antiquant_offset, dequant_scale=None,
-        pertoken_scale=pertoken_scale, comm_quant_scale_1=comm_quant_scale_1, comm_quant_scale_2=comm_quant_scale_2,
-        group=hcom, reduce_op=reduce_op, is_trans_a=False, is_trans_b=False, comm_turn=comm_turn,
-        antiquant_group_size=antiquant_group_size, group_size=0, y_dtype=data_type.DT_UNDEFINED,
-        comm_quant_mode=comm_quant_mode, comm_mode=comm_mode or "ai_cpu")
-    out.desc.dtype = ta.graph._ge_dtype_to_ge_proto_dtype(x1.dtype)  # pylint: disable=protected-access
-    return out
