@@ -2,7 +2,9 @@
 backend writes it: npu_add_rms_norm, a fused QKV projection, npu_apply_rotary_pos_emb (BSND), the new
 tokens' keys and values written into a paged cache with npu_scatter_nd_update_ at (slot // block_size,
 slot % block_size), npu_fused_infer_attention_score over the cache with block_table, block_size and
-actual_seq_lengths_kv (BSH, GQA), the output projection, npu_add_rms_norm and a npu_swiglu MLP.
+actual_seq_lengths_kv (BSH, GQA) -- or npu_incre_flash_attention with the same arguments, which is what
+vllm-ascend's TorchAir attention backend calls for decode -- the output projection, npu_add_rms_norm
+and a npu_swiglu MLP.
 
 The caches are module buffers the step updates in place ((num_blocks, block_size, KV_N * D): the
 layout CANN documents for a BSH query). Compiled with backend="npugraph" in GE mode (static, and
@@ -22,7 +24,8 @@ F16 = torch.float16
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER = 64, 4, 2, 16, 48
 BLOCK, BLOCKS, MAX_BLOCKS = 16, 20, 3
 EPS = 1e-6  # written as a literal in the step: dynamo makes a float read from a name symbolic and restarts
-GE_TYPES = ["AddRmsNorm", "ApplyRotaryPosEmb", "ScatterNdUpdate", "FusedInferAttentionScore", "SwiGlu"]
+ATTENTION_TYPES = {"fused": "FusedInferAttentionScore", "incre": "IncreFlashAttention"}
+GE_TYPES = ["AddRmsNorm", "ApplyRotaryPosEmb", "ScatterNdUpdate", "SwiGlu"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -31,8 +34,9 @@ def torch_npu_ops():
 
 
 class DecodeStep(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, attention="fused"):
         super().__init__()
+        self.attention = attention  # "incre": npu_incre_flash_attention, as vllm-ascend's TorchAir backend decodes
         g = torch.Generator().manual_seed(0)
 
         def weight(*shape, std=0.08):
@@ -57,10 +61,17 @@ class DecodeStep(torch.nn.Module):
         indices = torch.stack([slots // BLOCK, slots % BLOCK], dim=1)
         npu.npu_scatter_nd_update_(self.key_cache, indices, k.reshape(tokens, KV_HEADS * HEAD_DIM))
         npu.npu_scatter_nd_update_(self.value_cache, indices, v.reshape(tokens, KV_HEADS * HEAD_DIM))
-        attn, _ = npu.npu_fused_infer_attention_score(
-            q.reshape(tokens, 1, HEADS * HEAD_DIM), self.key_cache, self.value_cache, num_heads=HEADS,
-            num_key_value_heads=KV_HEADS, input_layout="BSH", scale=HEAD_DIM ** -0.5, block_table=block_table,
-            block_size=BLOCK, actual_seq_lengths_kv=seq_lens)
+        query = q.reshape(tokens, 1, HEADS * HEAD_DIM)
+        if self.attention == "incre":
+            attn = npu.npu_incre_flash_attention(
+                query, self.key_cache, self.value_cache, num_heads=HEADS, num_key_value_heads=KV_HEADS,
+                input_layout="BSH", scale_value=HEAD_DIM ** -0.5, block_table=block_table, block_size=BLOCK,
+                actual_seq_lengths=seq_lens)
+        else:
+            attn, _ = npu.npu_fused_infer_attention_score(
+                query, self.key_cache, self.value_cache, num_heads=HEADS, num_key_value_heads=KV_HEADS,
+                input_layout="BSH", scale=HEAD_DIM ** -0.5, block_table=block_table, block_size=BLOCK,
+                actual_seq_lengths_kv=seq_lens)
         out = torch.nn.functional.linear(attn.reshape(tokens, HEADS * HEAD_DIM), self.o_proj)
         x, _, residual = npu.npu_add_rms_norm(out, residual, self.post_norm, 1e-6)
         return torch.nn.functional.linear(npu.npu_swiglu(torch.nn.functional.linear(x, self.gate_up)), self.down), \
@@ -117,9 +128,9 @@ def step_inputs(tokens, step, data=0):
     return (hidden, residual, cos, sin, slots, pool, seq_lens)
 
 
-def _run_and_compare(compiled, steps, check_types=False):
+def _run_and_compare(compiled, steps, attention, check_types=False):
     """Each (tokens, step): the compiled layer and an eager twin from the same state."""
-    eager, initial = DecodeStep(), DecodeStep().key_cache
+    eager, initial = DecodeStep(attention), DecodeStep().key_cache
     for tokens, step, data in steps:
         args = step_inputs(tokens, step, data)
         with torch.no_grad(), capture_graphs() as graphs:
@@ -133,12 +144,13 @@ def _run_and_compare(compiled, steps, check_types=False):
                                initial.reshape(-1, KV_HEADS * HEAD_DIM)[written])
         if check_types:
             types = {op.type for graph in graphs for op in graph.op}
-            assert set(GE_TYPES) <= types, sorted(types)
+            assert set(GE_TYPES + [ATTENTION_TYPES[attention]]) <= types, sorted(types)
             check_types = False
 
 
-def test_eager_step_matches_plain_torch():
-    layer = DecodeStep()
+@pytest.mark.parametrize("attention", sorted(ATTENTION_TYPES))
+def test_eager_step_matches_plain_torch(attention):
+    layer = DecodeStep(attention)
     args = step_inputs(4, 20)  # 25 to 34 tokens: two and three blocks per sequence
     want = plain_step(layer, *args)
     with torch.no_grad():
@@ -153,26 +165,29 @@ def _compiled(module, backend, dynamic):
     return torch.compile(module, backend=counter, dynamic=dynamic), counter
 
 
-def test_ge_mode_static():
+@pytest.mark.parametrize("attention", sorted(ATTENTION_TYPES))
+def test_ge_mode_static(attention):
     """Static shapes: dynamo specializes on the sequence lengths (a list of ints), so the same lengths run
     again without a compile; new lengths recompile."""
-    compiled, counter = _compiled(DecodeStep(), "npugraph", dynamic=False)
-    _run_and_compare(compiled, [(3, 0, 0), (3, 0, 1)], check_types=True)
+    compiled, counter = _compiled(DecodeStep(attention), "npugraph", dynamic=False)
+    _run_and_compare(compiled, [(3, 0, 0), (3, 0, 1)], attention, check_types=True)
     assert counter.frame_count == 1, f"{counter.frame_count} compiles"
 
 
-def test_ge_mode_dynamic():
-    compiled, counter = _compiled(DecodeStep(), "npugraph", dynamic=True)
+@pytest.mark.parametrize("attention", sorted(ATTENTION_TYPES))
+def test_ge_mode_dynamic(attention):
     """dynamic=True: new sequence lengths and positions reuse the graph; dynamo guards on the length of the
     seq_lens list, so each batch size compiles once (vllm-ascend's GE mode compiles one graph per padded
     batch size too)."""
+    compiled, counter = _compiled(DecodeStep(attention), "npugraph", dynamic=True)
     steps = [(2, 0, 0), (2, 13, 0), (4, 0, 0), (4, 20, 0), (5, 0, 0), (5, 30, 0)]
-    _run_and_compare(compiled, steps, check_types=True)
+    _run_and_compare(compiled, steps, attention, check_types=True)
     assert counter.frame_count == 3, f"{counter.frame_count} compiles for batch sizes 2, 4, 5"
 
 
-def test_aclgraph_mode():
-    compiled, counter = _compiled(DecodeStep(), op_plugin.npugraph_backend(mode="aclgraph"), dynamic=True)
+@pytest.mark.parametrize("attention", sorted(ATTENTION_TYPES))
+def test_aclgraph_mode(attention):
+    compiled, counter = _compiled(DecodeStep(attention), op_plugin.npugraph_backend(mode="aclgraph"), dynamic=True)
     with pytest.warns(UserWarning):  # a CPU host runs the AOT graph on the reference kernels
-        _run_and_compare(compiled, [(3, 0, 0), (3, 1, 0), (5, 0, 0)])
+        _run_and_compare(compiled, [(3, 0, 0), (3, 1, 0), (5, 0, 0)], attention)
     assert counter.frame_count == 2, f"{counter.frame_count} compiles for batch sizes 3, 5"
