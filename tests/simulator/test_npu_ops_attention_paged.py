@@ -317,3 +317,33 @@ def test_fused_infer_attention_score_node_refusals(extra, match):
         run_node("FusedInferAttentionScore", {"query": q, "key": [k], "value": [k], **tensors},
                  [(F16, [1, 2, 1, 8]), (F32, [0])], name="fia", num_heads=2, input_layout="BNSD", **attrs)
     assert "fia" in str(error.value)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_fused_infer_attention_chunked_prefill_on_a_paged_cache(compiled):
+    """Q_S > 1 against a paged cache (a prefill chunk after cached context): sparse_mode 3 puts each
+    batch's causal corner at (its q length, its kv length)."""
+    b, n, kvn, d, bs, per_batch, sq = 2, 4, 2, 8, 4, 3, 3
+    q, k, v, g = _inputs(b, n, kvn, sq, bs * per_batch, d, BF16, seed=11)
+    act_q, act_kv = [3, 2], [10, 7]
+    k_pool, table = _page(k, act_kv, bs, per_batch, True, g)
+    v_pool = torch.randn(k_pool.shape, generator=g).to(BF16)
+    for batch in range(b):
+        for pos in range(act_kv[batch]):
+            v_pool[table[batch, pos // bs], :, pos % bs] = v[batch, :, pos]
+    mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
+
+    def fn(q, kp, vp, t, m):
+        return npu.npu_fused_infer_attention_score(
+            q, kp, vp, atten_mask=m, block_table=t, block_size=bs, actual_seq_lengths=act_q,
+            actual_seq_lengths_kv=act_kv, num_heads=n, num_key_value_heads=kvn, scale=0.3, input_layout="BNSD",
+            sparse_mode=3, softmax_lse_flag=True)
+
+    if compiled:
+        check_compiled(fn, (q, k_pool, v_pool, table, mask), "FusedInferAttentionScore", kind="npu_ops")
+        return
+    out, lse = fn(q, k_pool, v_pool, table, mask)
+    want, want_lse = _expected(q, k, v, act_q, act_kv, lambda batch, rows, cols: _tril(rows, cols, cols - rows), 0.3,
+                               "BNSD")
+    assert_close(out, want, "npu_ops")
+    assert_close(lse, want_lse, "npu_ops", dtype=BF16)
