@@ -24,6 +24,7 @@ from . import (  # noqa: F401
     moe_converters,
     npu_moe_converters,
     npu_format_converters,
+    npu_training_converters,
     numeric_corrections,
     quant_converters,
     rng_converters,

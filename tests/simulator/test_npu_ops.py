@@ -68,7 +68,6 @@ def test_meta_functions_are_the_wheels_code():
 NOT_LOWERED = {
     "npu_scatter_pa_kv_cache": "functionalized to npu_scatter_pa_kv_cache_functional before TorchAir lowers",
     "npu_kv_rmsnorm_rope_cache_v2": "functionalized to npu_kv_rmsnorm_rope_cache_v2_functional",
-    "npu_linear_backward": "TorchAir ships no converter (a graph-mode backward through npu_linear fails on an NPU too)",
 }
 
 
