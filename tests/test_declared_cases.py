@@ -48,10 +48,15 @@ def test_op_plugins_own_converters_declare_cases_beside_torchairs():
     sizes_only = {torch.sym_max, torch.sym_min, math.trunc}  # size arithmetic: no graph of a case holds them
     # collectives run only with a process group: tested on gloo ranks in tests/distributed, not as cases
     collectives = "op_plugin._lowering.collective_converters"
+    # the RNG-state higher-order ops activation checkpointing leaves in a graph: dynamo refuses a call of them in
+    # user code ("unsupported HigherOrderOperator"), so no case can; tested in tests/test_checkpoint_rng.py
+    from torch._prims.rng_prims import run_and_save_rng_state, run_with_rng_state
+    checkpoint_only = {run_and_save_rng_state, run_with_rng_state}
     ops = {target for e in entries() if e.when != "library" and e.fn.__module__ != collectives
            for target in e.targets} - sizes_only
     targets = {c.target for c in own}
-    assert ops <= targets
+    assert ops - checkpoint_only <= targets
+    assert checkpoint_only <= ops and not checkpoint_only & targets  # exempt only while op_plugin lowers them case-less
     # beyond the aten ones: library converters whose op exists in this process (prims::fma, from inductor)
     assert {str(t).replace(".default", "").replace(".", "::") for t in targets - ops} <= {
         name for e in entries() if e.when == "library" for name in e.targets}
