@@ -183,3 +183,47 @@ def test_expert_parallel_moe(ranks, dynamic):
 @pytest.mark.parametrize("dynamic", DYNAMIC)
 def test_data_parallel_training_step(ranks, dynamic):
     ranks(2).run(ddp_case, dynamic)
+
+
+def ddp_module_case(dynamic):
+    """torch's DistributedDataParallel around the model, compiled with npugraph: dynamo's DDPOptimizer
+    splits the graph at the gradient buckets (2 KiB buckets; it closes a bucket only where a node
+    feeds a later piece: 2 pieces with dynamic=True, 1 static here), DDP's reducer averages the
+    gradients; the updated weights equal one step on the whole batch."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    rows = 2
+    model = Classifier()
+    ddp = DistributedDataParallel(model, bucket_cap_mb=2048 / 2**20)  # 2 KiB buckets: 2-3 graph pieces
+    first_bucket = torch.distributed._DEFAULT_FIRST_BUCKET_BYTES  # DDPOptimizer: first <= the others
+    torch.distributed._DEFAULT_FIRST_BUCKET_BYTES = 1024
+    try:
+        npugraph, pieces = torch._dynamo.lookup_backend("npugraph"), []
+
+        def counting_npugraph(gm, example_inputs):  # DDPOptimizer compiles each piece separately
+            pieces.append(len(gm.graph.nodes))
+            return npugraph(gm, example_inputs)
+
+        compiled = torch.compile(ddp, backend=counting_npugraph, dynamic=dynamic)
+        compiled(*_batch(rows, rank)).backward()
+    finally:
+        torch.distributed._DEFAULT_FIRST_BUCKET_BYTES = first_bucket
+    with torch.no_grad():
+        for param in model.parameters():
+            param -= 0.5 * param.grad
+    whole = Classifier()
+    x, labels = (torch.cat(parts) for parts in zip(*(_batch(rows, r) for r in range(world)), strict=True))
+    whole(x, labels).backward()
+    with torch.no_grad():
+        for param in whole.parameters():
+            param -= 0.5 * param.grad
+    for trained, unsharded in zip(model.parameters(), whole.parameters(), strict=True):
+        torch.testing.assert_close(trained.detach(), unsharded.detach(), rtol=1e-4, atol=1e-5)
+    return len(pieces)
+
+
+@pytest.mark.parametrize("dynamic", DYNAMIC)
+def test_ddp_module_compiled(ranks, dynamic):
+    graphs = ranks(2).run(ddp_module_case, dynamic)
+    assert graphs[0] == graphs[1] >= (2 if dynamic else 1), f"pieces compiled per rank: {graphs}"
