@@ -12,13 +12,13 @@ from . import _backend
 from ._backend import NpuGraphConfig, load_torchair, npugraph_backend
 from ._base.errors import MissingImplementationError, OpPluginError, YamlSpecError
 from ._registry.decorators import backward, converter, meta, reference, setup_context
-from ._registry.load import load_yaml
+from ._registry.load import is_loaded, load_yaml
 from ._spec.shipped import shipped_yaml_files
 from ._tools.compare import CompareReport, compare
 from ._tools.inspect import InspectReport, inspect
 
 __all__ = [
-    "backward", "converter", "load_torchair", "load_yaml", "meta", "reference", "setup_context", "npugraph_backend",
+    "backward", "converter", "is_loaded", "load_torchair", "load_yaml", "meta", "reference", "setup_context", "npugraph_backend",
     "NpuGraphConfig", "inspect", "InspectReport", "compare", "CompareReport",
     "MissingImplementationError", "OpPluginError", "YamlSpecError", "shipped_yaml_files",
 ]
