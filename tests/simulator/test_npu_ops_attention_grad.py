@@ -1,6 +1,8 @@
 """npu_fusion_attention_grad (FlashAttentionScoreGrad) on the CPU simulator: the gradients of an
 independent softmax attention written in plain torch (torch.autograd, float64), eagerly and as a GE
 node (TorchAir's converter of this wheel cannot lower it: see the last test)."""
+import contextlib
+
 import pytest
 import torch
 
@@ -124,3 +126,29 @@ def test_fusion_attention_grad_refusals():
         npu.npu_fusion_attention_grad(q, q, q, q, 2, "BSH")
     with pytest.raises(NotImplementedError, match="keep_prob"):
         npu.npu_fusion_attention_grad(q, q, q, q, 2, "BSH", keep_prob=0.9)
+
+
+@pytest.mark.parametrize("fa", [CASES[1], CASES[3]], ids=lambda c: f"{c[0]}-{c[7]}")
+def test_fusion_attention_trains_through_its_grad_op(fa):
+    """Autograd through npu_fusion_attention calls npu_fusion_attention_grad as torch_npu's formula does:
+    eagerly, and compiled in aclgraph mode (the AOT graph on the reference kernels), against plain torch."""
+    import op_plugin
+
+    layout, b, n, kvn, sq, skv, d, kind = fa
+    q, k, v, dy, mask, extra, keep = _case_inputs(fa, BF16, seed=2)
+
+    def loss(q, k, v, dy, *m):
+        out = npu.npu_fusion_attention(q, k, v, n, layout, atten_mask=m[0] if m else None, scale=d ** -0.5,
+                                       **extra)[0]
+        return (out.float() * dy.float()).sum()
+
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    want = torch.autograd.grad(_plain_attention(*leaves, layout, n, kvn, d ** -0.5, keep), leaves, dy.double())
+    masks = () if mask is None else (mask,)
+    for compiled in (False, True):
+        inputs = [t.clone().requires_grad_() for t in (q, k, v)]
+        fn = torch.compile(loss, backend=op_plugin.npugraph_backend(mode="aclgraph")) if compiled else loss
+        with pytest.warns(UserWarning) if compiled else contextlib.nullcontext():
+            fn(*inputs, dy, *masks).backward()
+        assert_close([t.grad for t in inputs], [w.to(BF16) for w in want], "npu_ops", scale=2,
+                     what="aclgraph" if compiled else "eager")

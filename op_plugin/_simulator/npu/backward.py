@@ -18,7 +18,10 @@ Backward ops (float32 inside for 16-bit inputs, rounded once):
 Autograd (``AUTOGRAD``, registered by ops.py for the Autograd key): ``npu_rms_norm`` (self, gamma; rstd
 not differentiable), ``npu_swiglu``, ``npu_rotary_mul`` (self, r1, r2; a ``rotate`` matrix is refused:
 torch_npu's formula does not take it), ``npu_gelu``, ``npu_linear`` (input, weight; bias: the gradient
-summed to its shape), ``npu_dtype_cast`` / ``_npu_dtype_cast`` (grad cast back to the input's dtype).
+summed to its shape), ``npu_dtype_cast`` / ``_npu_dtype_cast`` (grad cast back to the input's dtype),
+``npu_fusion_attention`` (query, key, value: ``npu_fusion_attention_grad`` with the forward's softmax_max /
+softmax_sum / softmax_out / output and seed / offset / numels, as torch_npu's formula; the grad kernel is in
+``attention.py``). Forward outputs that are not tensors (the fusion attention's ints) are skipped.
 """
 from __future__ import annotations
 
@@ -169,6 +172,29 @@ def _dtype_cast(ctx, grads, inputs, outputs, kwargs):
     return (grads[0].to(inputs[0].dtype),)
 
 
+# npu_fusion_attention's arguments in schema order (all positional), as its formula reads them.
+_FUSION_ATTENTION_ARGS = ("query", "key", "value", "head_num", "input_layout", "pse", "padding_mask", "atten_mask",
+                          "scale", "keep_prob", "pre_tockens", "next_tockens", "inner_precise", "prefix",
+                          "actual_seq_qlen", "actual_seq_kvlen", "sparse_mode", "gen_mask_parallel", "sync",
+                          "softmax_layout", "sink", "dropout_mask", "seed", "offset")
+
+
+def _fusion_attention(ctx, grads, inputs, outputs, kwargs):
+    """torch_npu's formula: npu_fusion_attention_grad with the forward's softmax_max/sum/out and output."""
+    given = {**dict(zip(_FUSION_ATTENTION_ARGS, inputs, strict=False)), **kwargs}  # trailing defaults left off
+    passed = {name: given[name] for name in ("pse", "padding_mask", "atten_mask", "keep_prob", "pre_tockens",
+                                             "next_tockens", "inner_precise", "prefix", "actual_seq_qlen",
+                                             "actual_seq_kvlen", "sparse_mode", "gen_mask_parallel", "sync",
+                                             "softmax_layout", "sink") if name in given}
+    if "scale" in given:
+        passed["scale_value"] = given["scale"]
+    dq, dk, dv, *_ = _NPU.npu_fusion_attention_grad(
+        given["query"], given["key"], given["value"], grads[0], given["head_num"], given["input_layout"],
+        softmax_max=outputs[1], softmax_sum=outputs[2], softmax_in=outputs[3], attention_in=outputs[0],
+        seed=outputs[4], offset=outputs[5], numels=outputs[6], **passed)
+    return dq, dk, dv
+
+
 # op -> (formula, differentiable outputs, a refusal check on (args, kwargs) or None)
 FORMULAS = {
     "npu_rms_norm": (_rms_norm, (0,), None),
@@ -179,6 +205,7 @@ FORMULAS = {
     "npu_linear": (_linear, (0,), None),
     "npu_dtype_cast": (_dtype_cast, (0,), None),
     "_npu_dtype_cast": (_dtype_cast, (0,), None),
+    "npu_fusion_attention": (_fusion_attention, (0,), None),
 }
 
 
@@ -194,12 +221,14 @@ def autograd_kernel(name: str):
                 out = op.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
             outputs = out if isinstance(out, tuple) else (out,)
             ctx.inputs, ctx.kwargs, ctx.outputs = args, kwargs, outputs
-            ctx.mark_non_differentiable(*[o for i, o in enumerate(outputs) if i not in differentiable])
+            ctx.mark_non_differentiable(*[o for i, o in enumerate(outputs)
+                                          if i not in differentiable and isinstance(o, torch.Tensor)])
             return out
 
         @staticmethod
         def backward(ctx, *grads):
-            grads = [g if g is not None else torch.zeros_like(o) for g, o in zip(grads, ctx.outputs, strict=True)]
+            grads = [g if g is not None or not isinstance(o, torch.Tensor) else torch.zeros_like(o)
+                     for g, o in zip(grads, ctx.outputs, strict=True)]
             results = formula(ctx, grads, ctx.inputs, ctx.outputs, ctx.kwargs)
             padded = (list(results) + [None] * len(ctx.inputs))[:len(ctx.inputs)]
             return (None, None, *[r if isinstance(a, torch.Tensor) else None
