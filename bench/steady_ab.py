@@ -1,0 +1,100 @@
+"""Steady call npugraph / eager for two op_plugin trees, in alternating fresh processes (before/after a change).
+
+    git archive <commit> op_plugin yaml | tar -x -C /tmp/old
+    python bench/steady_ab.py /tmp/old /path/to/repo --pairs 3
+
+Each process imports op_plugin from the given tree, compiles the zoo's BERT encoder, T5 encoder, ResNet and
+EfficientNet (batch 2; tests/zoo/conftest.py of this repository) with npugraph and times eager and npugraph
+calls in alternating rounds with the calling thread's CPU time (time.thread_time, one intra-op thread), which
+another process's load changes far less than wall time. Prints the npugraph / eager ratio per model, per
+process and the median over the pairs. Not part of `make bench` (it needs a second tree).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = [("bert", 2, 12), ("t5_encoder", 2, 12), ("resnet", 2, 0), ("efficientnet", 2, 0)]
+MARK = "STEADY-AB "
+
+
+def child(tree: str, rounds: int) -> None:
+    import importlib.util
+    import time
+
+    sys.path.insert(0, tree)
+    import torch
+
+    torch.set_num_threads(1)
+    import op_plugin
+    from op_plugin._simulator import load_torchair
+
+    if not op_plugin.__file__.startswith(tree):
+        raise RuntimeError(f"op_plugin came from {op_plugin.__file__}, not {tree}")
+    load_torchair()
+    spec = importlib.util.spec_from_file_location("steady_ab_zoo", ROOT / "tests" / "zoo" / "conftest.py")
+    zoo = importlib.util.module_from_spec(spec)
+    sys.modules["steady_ab_zoo"] = zoo
+    spec.loader.exec_module(zoo)
+    out = {}
+    for name, batch, length in MODELS:
+        torch._dynamo.reset()
+        entry = zoo.ZOO[name]
+        torch.manual_seed(0)
+        model = entry.build()
+        kwargs = entry.inputs(batch, length)
+        fns = {"eager": model, "npugraph": torch.compile(model, backend="npugraph")}
+        times = {k: [] for k in fns}
+        with torch.no_grad():
+            for _ in range(5):
+                for fn in fns.values():
+                    fn(**kwargs)
+            for _ in range(rounds):
+                for key, fn in fns.items():
+                    for _ in range(4):
+                        start = time.thread_time()
+                        fn(**kwargs)
+                        times[key].append(time.thread_time() - start)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        out[name] = {"eager_ms": med["eager"] * 1e3, "npugraph_ms": med["npugraph"] * 1e3,
+                     "ratio": med["npugraph"] / med["eager"]}
+    print(MARK + json.dumps(out), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trees", nargs="*", help="two op_plugin source trees (before, after)")
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.rounds)
+        return
+    if len(args.trees) != 2:
+        parser.error("give two trees: before and after")
+    ratios = {tree: {name: [] for name, _, _ in MODELS} for tree in args.trees}
+    for _ in range(args.pairs):
+        for tree in args.trees:
+            proc = subprocess.run([sys.executable, __file__, "--child", str(Path(tree).resolve()),
+                                   "--rounds", str(args.rounds)], capture_output=True, text=True, cwd="/")
+            line = next((x for x in proc.stdout.splitlines() if x.startswith(MARK)), None)
+            if line is None:
+                raise RuntimeError(f"child for {tree} failed:\n{proc.stderr[-3000:]}")
+            for name, figures in json.loads(line[len(MARK):]).items():
+                ratios[tree][name].append(figures["ratio"])
+                print(f"{tree}: {name} eager {figures['eager_ms']:.2f} ms, npugraph {figures['npugraph_ms']:.2f} ms, "
+                      f"ratio {figures['ratio']:.2f}", flush=True)
+    for tree in args.trees:
+        for name, values in ratios[tree].items():
+            print(f"{tree}: {name} npugraph/eager per pair {[round(v, 2) for v in values]}, "
+                  f"median {statistics.median(values):.2f}")
+
+
+if __name__ == "__main__":
+    main()
