@@ -219,7 +219,8 @@ def npu_fusion_attention_grad(query, key, value, dy, head_num, input_layout, *, 
                               actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False,
                               softmax_layout="", sink=None):
     """The backward of npu_fusion_attention (FlashAttentionScoreGrad; see
-    interpreter/kernels/transformer/attention_grad.py): (dq, dk, dv, dpse, dsink), dpse and dsink empty."""
+    interpreter/kernels/transformer/attention_grad.py): (dq, dk, dv, dpse, dsink): dpse None (no pse, as the
+    wheel's Meta gives it), dsink empty."""
     from ..interpreter.kernels.transformer import attention_grad as core
 
     op = "npu::npu_fusion_attention_grad"
@@ -240,7 +241,7 @@ def npu_fusion_attention_grad(query, key, value, dy, head_num, input_layout, *, 
             sparse_mode=sparse_mode)
     except core.AttentionError as error:
         raise ValueError(f"{op}: {error}") from None
-    return dq, dk, dv, query.new_empty([0]), torch.empty([0])
+    return dq, dk, dv, None, torch.empty([0])  # dpse: None without pse, as the wheel's Meta returns
 
 
 def _mla_prolog(op, args, quant, eps_cq, eps_ckv, cache_mode, query_rope_dtype):

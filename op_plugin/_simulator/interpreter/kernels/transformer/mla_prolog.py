@@ -96,8 +96,8 @@ def mla_prolog(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, gamma
     ckv_kr = x @ opmath(weight_dkv_kr).float()
     ckv = kc_scale * _rms(ckv_kr[:, :hckv], gamma_ckv, eps_ckv)
     kr = _rope(ckv_kr[:, hckv:], cos, sin)
-    return (query.reshape(*lead, heads, hckv).to(rope_sin.dtype),
-            query_rope.reshape(*lead, heads, dr).to(query_rope_dtype or rope_sin.dtype),
+    return (query.reshape(*lead, heads, hckv).to(rope_sin.dtype).contiguous(),
+            query_rope.reshape(*lead, heads, dr).to(query_rope_dtype or rope_sin.dtype).contiguous(),
             _write(kv_cache, index, ckv, "kv_cache"), _write(kr_cache, index, kr, "kr_cache"))
 
 
