@@ -201,6 +201,8 @@ def test_rotary_mul_with_rotate_matrix_and_refusals():
     rotate = torch.randn(6, 6)
     assert_close(npu.npu_rotary_mul(x, r, r, "half", rotate), r * x + r * (x @ rotate), "npu_ops", equal_nan=True)
     with pytest.raises(ValueError, match="rotary_mode"):
+        npu.npu_rotary_mul(x, r, r, "third")
+    with pytest.raises(ValueError, match="multiple of 4"):  # 'quarter' (CANN mode 2) needs D % 4 == 0
         npu.npu_rotary_mul(x, r, r, "quarter")
     with pytest.raises(ValueError, match="even"):
         npu.npu_rotary_mul(torch.randn(1, 1, 1, 5), torch.ones(5), torch.ones(5))

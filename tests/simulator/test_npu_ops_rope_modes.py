@@ -106,3 +106,17 @@ def test_quarter_modes_are_lowered_as_half_off_ascend_950(mode):
     x, r1, r2 = _inputs()
     got = Npugraph(lambda a, b, c: npu.npu_rotary_mul(a, b, c, mode))(x, r1, r2)
     assert_close(got, _plain(x.double(), r1.double(), r2.double(), "half").float(), "npu_ops")
+
+
+def test_cos_sin_must_broadcast_to_x():
+    """CANN: cos/sin broadcast to x's shape (the output has x's shape); a larger cos is refused."""
+    x, big = torch.randn(1, 2, 3, 8), torch.rand(2, 2, 3, 8)
+    with pytest.raises(ValueError, match="broadcast to input's shape"):
+        npu.npu_rotary_mul(x, big, big)
+    for op_type, mode in (("RotaryMul", None), ("RotaryPositionEmbedding", 0)):
+        attrs = {} if mode is None else {"mode": mode}
+        with pytest.raises(Exception, match="do not broadcast to x's shape"):
+            run_node(op_type, [x, big, big], **attrs)
+    (got,) = run_node("RotaryPositionEmbedding", [torch.randn(5, 2, 8), torch.rand(5, 1, 8), torch.rand(5, 1, 8)],
+                      mode=1)  # TND with T1D cos/sin
+    assert got.shape == (5, 2, 8)

@@ -68,6 +68,13 @@ def npu_rotary_mul(self, r1, r2, rotary_mode="half", rotate=None):
     _check_float("npu_rotary_mul", self=self, r1=r1, r2=r2)
     if rotate is None and self.shape[-1] % 2:
         raise ValueError(f"npu::npu_rotary_mul: the last dim {self.shape[-1]} must be even")
+    try:
+        broadcast = torch.broadcast_shapes(self.shape, r1.shape, r2.shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != self.shape:
+        raise ValueError(f"npu::npu_rotary_mul: r1 {tuple(r1.shape)} and r2 {tuple(r2.shape)} must broadcast to "
+                         f"input's shape {tuple(self.shape)}")
     x = opmath(self).float()
     if rotate is not None:
         rotated = torch.matmul(x, opmath(rotate).float())

@@ -17,9 +17,20 @@ from ..common import opmath
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 
+def _broadcasts_to_x(x, *others):
+    """CANN's rope ops: cos/sin (r1/r2) broadcast to x's shape, the result has x's shape."""
+    try:
+        shape = torch.broadcast_shapes(x.shape, *(t.shape for t in others))
+    except RuntimeError:
+        shape = None
+    if shape != x.shape:
+        refuse(f"cos/sin of shapes {[tuple(t.shape) for t in others]} do not broadcast to x's shape {tuple(x.shape)}")
+
+
 @ge_kernel("RotaryMul")
 def rotary_mul(x, r1, r2):
     """y = x * r1 + rotate_half(x) * r2, rotate_half(x) = cat(-x[..., d/2:], x[..., :d/2])."""
+    _broadcasts_to_x(x, r1, r2)
     half = x.shape[-1] // 2
     wide = opmath(x)
     rotated = torch.cat((-wide[..., half:], wide[..., :half]), dim=-1)
@@ -46,6 +57,7 @@ def rotary_position_embedding(x, cos, sin, rotate, *, mode):
         refuse(f"mode={mode} is not a CANN mode (0 half, 1 interleave, 2 quarter, 3 interleave-half)")
     if rotate is not None and mode not in (0, 1):
         refuse(f"a rotate matrix with mode={mode} is not defined (only with mode 0 or 1)")
+    _broadcasts_to_x(x, cos, sin)
     if rotate is None and x.shape[-1] % (4 if mode == 2 else 2):
         refuse(f"the last dim {x.shape[-1]} of x is not a multiple of {4 if mode == 2 else 2} for mode {mode}")
     wide = opmath(x).float()
