@@ -308,3 +308,11 @@ def test_quant_matmul_batches_and_layouts_compiled(layout):
     dense = (args[0].long() @ (args[1].t() if layout.startswith("transposed") else args[1]).long()).float()
     assert eager.shape == dense.shape
     check_compiled(fn, args, "QuantBatchMatmulV3", kind="npu_ops")
+
+
+def test_quantize_int32_saturates_at_its_bounds():
+    x = torch.tensor([[3e9, -3e9, 2.5, 2147483520.0]])
+    y = npu.npu_quantize(x, torch.ones(4), None, torch.qint32, 1, True)
+    assert y.dtype == torch.int32 and y.tolist() == [[2**31 - 1, -2**31, 2, 2147483520]]
+    check_compiled(lambda x, s: npu.npu_quantize(x, s, None, torch.qint32, 1, True), (x, torch.ones(4)), "Quantize",
+                   kind="npu_ops")

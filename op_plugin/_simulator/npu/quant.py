@@ -63,7 +63,7 @@ def _int_out(op, what, dtype):
 def saturate(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Integer-valued float32 `values` clamped to `dtype`'s range and stored as `dtype`."""
     low, high = _INT_RANGES[dtype]
-    return values.clamp(low, high).to(dtype)
+    return values.double().clamp(low, high).to(dtype)   # in float64: int32's bounds are not float32 values
 
 
 def _check_x(op, x):

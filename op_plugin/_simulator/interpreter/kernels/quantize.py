@@ -71,7 +71,7 @@ _INNER_PRECISE = "chooses the NPU's high-precision or high-performance kernel; t
 def _to_int(values, dtype):
     """Integer-valued float32 `values` saturated to `dtype` (CANN's float -> int casts saturate)."""
     low, high = _RANGES[dtype]
-    return values.clamp(low, high).to(dtype)
+    return values.double().clamp(low, high).to(dtype)   # float64: int32's bounds are not float32 values
 
 
 def _only_int8(what, number):
