@@ -73,6 +73,28 @@ def mc2_case(dynamic):
             torch.testing.assert_close(c.float(), u, rtol=0.02, atol=0.1, msg=lambda m, n=name: f"{n}: {m}")
 
 
+def subgroup_case():
+    """4 ranks, tensor-parallel groups {0,1} {2,3}: npu_mm_all_reduce_base over this rank's group
+    (its hcom from hccl_comm_name(group)), compiled dynamic, against eager and plain torch."""
+    rank = dist.get_rank()
+    groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    group = groups[rank // 2]
+    hcom = hccl_comm_name(group)
+
+    def row_parallel(a, w):
+        return torch.ops.npu.npu_mm_all_reduce_base(a, w, hcom)
+
+    compiled_fn = torch.compile(row_parallel, backend="npugraph", dynamic=True, fullgraph=True)
+    for rows in (3, 5):
+        a, w = _tensor(rank, rows, K), _tensor(10 + rank, K, N)
+        plain = (a.float() @ w.float()).bfloat16()
+        dist.all_reduce(plain, group=group)
+        compiled = compiled_fn(a, w)
+        torch.testing.assert_close(compiled, row_parallel(a, w), rtol=0, atol=0)
+        torch.testing.assert_close(compiled, plain, rtol=0, atol=0)
+    return hcom
+
+
 def refusals_case():
     hcom = hccl_comm_name()
     messages = []
@@ -104,3 +126,9 @@ def test_mc2_refusals(ranks):
     assert "npu_mm_all_reduce_base" in messages[1] and "reduce_op='max'" in messages[1]
     assert "npu_mm_reduce_scatter_base" in messages[2] and "multiple of rank_size 2" in messages[2]
     assert "npu_all_gather_base_mm" in messages[3] and "built for HCCL" in messages[3]
+
+
+def test_mc2_over_tensor_parallel_subgroups_four_ranks(ranks):
+    names = ranks(4).run(subgroup_case)
+    assert names[0] == names[1] != names[2] == names[3], names
+    assert names[0].endswith("rank_list=0,1") and names[2].endswith("rank_list=2,3"), names
