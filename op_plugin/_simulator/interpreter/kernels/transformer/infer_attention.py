@@ -182,7 +182,8 @@ def infer_attention(query, key, value, atten_mask=None, *, actual_q=None, actual
         q_spans = _cumulative(actual_q, "actual_seq_lengths", query.shape[0])
         batch = len(q_spans)
     else:
-        batch, q_s = to_bnsd(query, in_layout, num_heads).shape[0], to_bnsd(query, in_layout, num_heads).shape[2]
+        q_bnsd = to_bnsd(query, in_layout, num_heads)
+        batch, q_s = q_bnsd.shape[0], q_bnsd.shape[2]
         q_lens = [q_s] * batch if decode or actual_q is None else _per_batch(actual_q, batch, "actual_seq_lengths",
                                                                                q_s)
         q_spans = list(enumerate(q_lens))
