@@ -7,7 +7,8 @@ op_plugin/_simulator/hosting/torchair_fixes.py). A Megatron-style decoder block 
 q/k/v column-parallel and the output projection row-parallel, then a column/row-parallel MLP) is
 compared on every rank with eager (the same parallelized module, not compiled) and with the
 unsharded block; a training step compares the gradients of the local shards with the unsharded
-block's."""
+block's. The same for a transformers LlamaDecoderLayer under the tensor-parallel plan transformers
+declares for Llama (fullgraph, inference and a training step)."""
 import pytest
 import torch
 import torch.distributed as dist
@@ -112,3 +113,48 @@ def test_plain_inputs_keep_torchair_positions():
     inputs = [torch.randn(2), 3, torch.nn.Parameter(torch.randn(3)), torch.randn(4)]
     attrs = {-2: {"_torchair_is_parameter": True}, -1: {"dim_gears": {0: [2, 4]}}}
     assert flattened_input_attrs(inputs, attrs) == attrs
+
+
+def transformers_case(train):
+    """A transformers LlamaDecoderLayer (tiny config) under parallelize_module with the tensor
+    parallel plan transformers itself declares for Llama (q/k/v/gate/up colwise, o/down rowwise)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    config = LlamaConfig(hidden_size=HIDDEN, intermediate_size=FFN, num_attention_heads=HEADS, num_key_value_heads=2,
+                         num_hidden_layers=1, attn_implementation="eager")
+    torch.manual_seed(6)
+    unsharded = LlamaDecoderLayer(config, layer_idx=0)
+    layer = LlamaDecoderLayer(config, layer_idx=0)
+    layer.load_state_dict(unsharded.state_dict())
+    plan = {f"self_attn.{p}": ColwiseParallel() for p in ("q_proj", "k_proj", "v_proj")}
+    plan.update({"self_attn.o_proj": RowwiseParallel(), "mlp.gate_proj": ColwiseParallel(),
+                 "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()})
+    parallelize_module(layer, init_device_mesh("cpu", (dist.get_world_size(),)), plan)
+    x = _batch(2)
+    position_embeddings = LlamaRotaryEmbedding(config)(x, torch.arange(x.shape[1]).unsqueeze(0))
+    mask = torch.full((x.shape[1], x.shape[1]), float("-inf")).triu(1)[None, None]
+
+    def run(module):
+        out = module(x, attention_mask=mask, position_embeddings=position_embeddings)
+        return out[0] if isinstance(out, tuple) else out
+
+    compiled = torch.compile(layer, backend="npugraph", fullgraph=True)
+    with torch.set_grad_enabled(train):
+        out, eager, reference = run(compiled), run(layer), run(unsharded)
+    torch.testing.assert_close(out, eager, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out, reference, rtol=1e-4, atol=1e-4)
+    if train:
+        out.square().mean().backward()
+        reference.square().mean().backward()
+        for name, param in layer.named_parameters():
+            grad = param.grad.full_tensor() if hasattr(param.grad, "full_tensor") else param.grad
+            torch.testing.assert_close(grad, dict(unsharded.named_parameters())[name].grad, rtol=1e-4, atol=1e-5,
+                                       msg=lambda m, n=name: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("train", [pytest.param(False, id="inference"), pytest.param(True, id="training")])
+def test_transformers_llama_decoder_layer_tensor_parallel(ranks, train):
+    ranks(2).run(transformers_case, train)
