@@ -182,8 +182,6 @@ def test_dequant_swiglu_quant_compiled():
                    (x, torch.rand(16), torch.rand(4)), "DequantSwigluQuant", kind="npu_ops")
 
 
-@pytest.mark.xfail(strict=True, reason="executor defect: TorchAir's compat_ir ge_op drops absent optional inputs and "
-                   "binding.py binds by position (quant_scale would land in bias's slot): the kernel refuses it")
 def test_dequant_swiglu_quant_compiled_with_smooth_scales():
     x = torch.randint(-1000, 1000, (4, 16), dtype=torch.int32)
     check_compiled(lambda x, w, s, q: npu.npu_dequant_swiglu_quant(x, weight_scale=w, activation_scale=s, quant_scale=q,
@@ -203,8 +201,6 @@ def test_add_rms_norm_dynamic_quant_compiled(smooth, dtype):
     check_compiled(fn, (a, b, g, *scales), "AddRmsNormDynamicQuant", kind="npu_ops")
 
 
-@pytest.mark.xfail(strict=True, reason="executor defect: beta, given without smooth scales, would be bound to "
-                   "smooth_scale1 (compat_ir drops absent optional inputs; binding.py binds by position): refused")
 def test_add_rms_norm_dynamic_quant_compiled_with_beta_only():
     a, g = torch.randn(3, 8).half(), (torch.rand(8) + 0.5).half()
     check_compiled(lambda a, b, g, be: npu.npu_add_rms_norm_dynamic_quant(a, b, g, beta=be), (a, a * 0.5, g, g),

@@ -165,18 +165,14 @@ def _input_groups(prototype: IrPrototype, op, where: str, data_count: int) -> li
     names = [desc.name for desc in getattr(op, "input_desc", ())]
     if len(names) != data_count or not _named_as(prototype, names):
         names = []  # descs not named as TorchAir names them (a hand-built node): group by position
+    if names:
+        return _groups_by_name(prototype, names, where)
     dynamic = [p for p in prototype.inputs if p.kind is InputKind.DYNAMIC]
     fixed = len(prototype.inputs) - len(dynamic)
     groups, position = [], 0
-    for index, param in enumerate(prototype.inputs):
+    for param in prototype.inputs:
         if param.kind is InputKind.DYNAMIC:
-            if names:
-                # the required inputs after this one keep their args, whatever their descs are named
-                limit = data_count - sum(p.kind is InputKind.REQUIRED for p in prototype.inputs[index + 1:])
-                stop = position
-                while stop < min(len(names), limit) and names[stop] == f"{param.name}{stop - position}":
-                    stop += 1
-            elif len(dynamic) == 1:
+            if len(dynamic) == 1:
                 stop = position + max(0, data_count - fixed)
             else:
                 raise GeExecutionError(f"{where}: the node's inputs have no names, so its dynamic inputs "
@@ -195,6 +191,36 @@ def _input_groups(prototype: IrPrototype, op, where: str, data_count: int) -> li
     if position < data_count:
         raise GeExecutionError(f"{where}: the node has {data_count} inputs but the prototype declares "
                                f"{[p.name for p in prototype.inputs]}")
+    return groups
+
+
+def _groups_by_name(prototype: IrPrototype, names: list[str], where: str) -> list:
+    """Groups read from the descs' names, not their positions: a builder may leave an unfed optional
+    input out altogether (TorchAir's `compat_ir.ge_op` does) rather than keep its slot empty."""
+    at = {name: i for i, name in enumerate(names)}
+    fixed_names = {p.name for p in prototype.inputs if p.kind is not InputKind.DYNAMIC}
+    groups, used = [], set()
+    for param in prototype.inputs:
+        if param.kind is InputKind.DYNAMIC:
+            members = []
+            while f"{param.name}{len(members)}" in at and f"{param.name}{len(members)}" not in fixed_names:
+                members.append(at[f"{param.name}{len(members)}"])
+            if members and members != list(range(members[0], members[0] + len(members))):
+                raise GeExecutionError(f"{where}: the inputs of dynamic input {param.name!r} are not consecutive")
+            groups.append((members[0], members[0] + len(members)) if members else (0, 0))
+            used.update(members)
+        elif param.name in at:
+            groups.append(at[param.name])
+            used.add(at[param.name])
+        elif param.kind is InputKind.REQUIRED:
+            raise GeExecutionError(f"{where}: required input {param.name!r} is missing (the node's inputs are "
+                                   f"{names})")
+        else:
+            groups.append(None)
+    extra = [name for i, name in enumerate(names) if i not in used]
+    if extra:
+        raise GeExecutionError(f"{where}: the node has inputs {extra} that the prototype does not declare "
+                               f"({[p.name for p in prototype.inputs]})")
     return groups
 
 

@@ -52,19 +52,6 @@ _PROTOTYPES = parse_reg_ops('''
 ADD_RMS_NORM_QUANT = _PROTOTYPES["AddRmsNormQuant"]
 
 
-def _refuse_shifted_inputs(node, names, bound):
-    """TorchAir builds these nodes with compat_ir's ge_op, which drops absent optional inputs and names the
-    rest; an executor binding fixed inputs by position then moves a later input into an earlier slot. When
-    the descs say so and the bound values sit in the first slots, refuse rather than compute on the wrong
-    tensors (a binding by name leaves them where the names say)."""
-    given = [desc.name for desc in getattr(node, "input_desc", ())]
-    if not given or given == list(names[:len(given)]):
-        return
-    if all((value is not None) == (index < len(given)) for index, value in enumerate(bound)):
-        refuse(f"the node's inputs are {given}: optional inputs before the last are absent, and this executor "
-               f"binds them by position to {list(names[:len(given)])} (a known executor defect); not computed")
-
-
 def _int8(values):
     return values.clamp(-128, 127).to(torch.int8)
 
@@ -91,10 +78,7 @@ def _groups(group_index, rows):
 @ge_kernel("DequantSwigluQuant", accepts={"x": (torch.int32, torch.float16, torch.bfloat16)})
 def dequant_swiglu_quant(x, weight_scale, activation_scale, bias, quant_scale, quant_offset, group_index, *,
                          activate_left, quant_mode, dst_type, round_mode, activate_dim, swiglu_mode, clamp_limit,
-                         glu_alpha, glu_bias, node):
-    _refuse_shifted_inputs(node, ("x", "weight_scale", "activation_scale", "bias", "quant_scale", "quant_offset",
-                                  "group_index"),
-                           (x, weight_scale, activation_scale, bias, quant_scale, quant_offset, group_index))
+                         glu_alpha, glu_bias):
     _require_int8(dst_type)
     if quant_mode != "dynamic":
         refuse(f"quant_mode={quant_mode!r}: only 'dynamic' is simulated (the static formula is not documented)")
@@ -128,10 +112,7 @@ def _inv_rms(x, epsilon):
 
 @ge_kernel("AddRmsNormDynamicQuant", one_dtype=("x1", "x2", "gamma"),
            accepts={"x1": _HALF, "x2": _HALF, "gamma": _HALF})
-def add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta, *, epsilon, output_mask, dst_type,
-                               node):
-    _refuse_shifted_inputs(node, ("x1", "x2", "gamma", "smooth_scale1", "smooth_scale2", "beta"),
-                           (x1, x2, gamma, smooth_scale1, smooth_scale2, beta))
+def add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta, *, epsilon, output_mask, dst_type):
     _require_int8(dst_type)
     # add_rms_norm_dynamic_quant_normal_kernel.h: the float32 sum is normalised; x is its rounding
     total = x1.float() + x2.float()
