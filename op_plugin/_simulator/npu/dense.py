@@ -15,8 +15,9 @@ operator docs (ops-nn ``TransposeBatchMatMul``); 16-bit floats are computed in f
   ``[B, M, K]``, ``x2 = weight.permute(perm_x2)`` ``[B, K, N]``, ``y = (x1 @ x2).permute(perm_y)`` ``[M, B, N]``
   (perm_x1 [0, 1, 2] or [1, 0, 2], perm_x2 [0, 1, 2] or [0, 2, 1], perm_y [1, 0, 2], as the Meta checks).
   Refused: ``scale`` (an int8 output quantised by npu_trans_quant_param's packed scales; the rounding is
-  not documented), ``batch_split_factor > 1`` (CANN's doc gives the output as ``[M, factor, B*N/factor]``,
-  the wheel's Meta as ``[factor, M, B*N/factor]``: which element goes where is not defined) and ``bias``
+  not documented), ``batch_split_factor > 1`` (CANN's docs give only the output's shape, ``[factor, M,
+  B*N/factor]`` in the English doc and the wheel's Meta, ``[M, factor, B*N/factor]`` in the Chinese README:
+  which element goes where is not stated) and ``bias``
   (the Meta refuses it).
 * ``npu_format_cast(self, acl_format)``: a copy of ``self``. A format (ND, NZ, ...) is how an NPU lays a
   tensor out in memory; the logical values do not change, and a CPU host has one layout. Refused:
@@ -104,8 +105,8 @@ def npu_transpose_batchmatmul(input, weight, *, bias=None, scale=None, perm_x1=N
     if bias is not None:
         raise ValueError(f"npu::{op}: bias is not supported by TransposeBatchMatMul (torch_npu's Meta refuses it)")
     if batch_split_factor not in (None, 1):
-        raise NotImplementedError(f"npu::{op}: batch_split_factor={batch_split_factor} is not simulated: CANN's doc "
-                                  "and torch_npu's Meta give different output layouts")
+        raise NotImplementedError(f"npu::{op}: batch_split_factor={batch_split_factor} is not simulated: CANN's docs "
+                                  "give the output's shape only, not which element goes where")
     if input.dim() != 3 or weight.dim() != 3:
         raise ValueError(f"npu::{op}: input and weight must be 3-D")
     x1 = input.permute(_perm(op, "perm_x1", perm_x1, [0, 1, 2], [[0, 1, 2], [1, 0, 2]]))

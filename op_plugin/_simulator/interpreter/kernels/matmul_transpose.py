@@ -5,8 +5,9 @@ From CANN's doc: x1 and x2 are 3-D; ``perm_x1``/``perm_x2`` are the transposes t
 ``[B, M, K]`` and ``[B, K, N]`` (the entry 0 marks the batch dim), the batched product is then transposed
 by ``perm_y`` (``[1, 0, 2]``: ``[M, B, N]``). Computed in float32 and rounded once to x1's dtype. Refused:
 ``scale`` (an int8 output; how the packed uint64 scale is applied and rounded is not documented),
-``batch_split_factor`` > 1 (CANN's doc gives ``[M, factor, B*N/factor]``, torch_npu's Meta
-``[factor, M, B*N/factor]``), ``bias`` (reserved: torch_npu refuses it) and ``enable_hf32`` (HF32 rounding).
+``batch_split_factor`` > 1 (CANN's docs give only the output's shape, ``[factor, M, B*N/factor]``
+in the English doc and torch_npu's Meta, ``[M, factor, B*N/factor]`` in the Chinese README; not which element
+goes where), ``bias`` (reserved: torch_npu refuses it) and ``enable_hf32`` (HF32 rounding).
 An empty perm is the identity.
 """
 from __future__ import annotations
@@ -34,8 +35,8 @@ def transpose_batch_mat_mul(x1, x2, bias, scale, *, perm_x1, perm_x2, perm_y, en
     if bias is not None:
         refuse("bias is reserved by CANN (torch_npu refuses it)")
     if batch_split_factor != 1:
-        refuse(f"batch_split_factor={batch_split_factor} is not simulated: CANN's doc and torch_npu's Meta "
-               "disagree on the output layout")
+        refuse(f"batch_split_factor={batch_split_factor} is not simulated: CANN's docs give the output's shape "
+               "only, not which element goes where")
     if enable_hf32:
         refuse("enable_hf32=True: HF32 rounding of float32 inputs is not simulated")
     if x1.dim() != 3 or x2.dim() != 3:
