@@ -5,7 +5,6 @@ converters (FusedInferAttentionScore, IncreFlashAttention, PromptFlashAttention)
 import pytest
 import torch
 
-import op_plugin._lowering.attention_converters  # noqa: F401  (the v2 completion, until _lowering/__init__ imports it)
 from op_plugin._testing_harness import assert_close, check_compiled
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16

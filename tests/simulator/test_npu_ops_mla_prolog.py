@@ -4,7 +4,6 @@ permutation and a rotation matrix), eagerly and compiled through TorchAir's conv
 import pytest
 import torch
 
-import op_plugin._lowering.attention_converters  # noqa: F401  (the v3 completion, until _lowering/__init__ imports it)
 from op_plugin._testing_harness import assert_close, check_compiled
 
 BF16 = torch.bfloat16
