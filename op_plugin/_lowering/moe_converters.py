@@ -42,8 +42,7 @@ def grouped_mm(ta: TorchAirApi, self, mat2, offs=None, bias=None, out_dtype=None
     gmm/grouped_matmul, aclnnGroupedMatmul.md: y_i = x_i @ w_i, rows past the last group not
     updated), non-quantised, split_item 3, the rows of x grouped by the cumulative offsets
     (group_type 0). The empty quantisation lists are filled as TorchAir's own `npu_grouped_matmul`
-    converter fills them; that converter is not called because it imports torch_npu while
-    lowering, which the CPU simulator never does."""
+    converter fills them (TorchAir has no converter for `aten._grouped_mm`)."""
     if self.rank != 2 or mat2.rank != 3 or offs is None:
         raise NotImplementedError(
             "grouped mm: op_plugin lowers a 2-D input by a 3-D (groups, K, N) weight with offsets "
