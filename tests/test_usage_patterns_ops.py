@@ -120,3 +120,29 @@ def test_scalar_tensor_of_an_int_is_float32_static():
 
 def test_scalar_tensor_of_a_symbolic_size_is_float32():
     check_dynamic_sizes(_scaled_by_length, [(torch.randn(2, 5),), (torch.randn(3, 7),)])
+
+
+@pytest.mark.parametrize("beta, threshold", [(1.0, 20.0), (2.0, 3.0), (0.5, 1.0)])
+def test_softplus_v2_grad_kernel_matches_torchs_softplus_backward(beta, threshold):
+    """The GE kernel behind aten.softplus_backward (Mamba training), against the aten op eager runs."""
+    from op_plugin._testing_harness import assert_close, run_node
+
+    x, grad = torch.randn(6, 7) * 8, torch.randn(6, 7)
+    (got,) = run_node("SoftplusV2Grad", [grad, x], [(torch.float32, [6, 7])], beta=beta, threshold=threshold)
+    assert_close(got, torch.ops.aten.softplus_backward(grad, x, beta, threshold), "kernel")
+
+
+def test_strided_slice_backward_with_dynamic_sizes():
+    """`x[:, 1::2]` in training with dynamic=True: slice_backward gets symbolic sizes and end INT64_MAX,
+    which TorchAir cast to int32 before clamping it (op_plugin's slice_backward completion)."""
+    def step(x):
+        return (x[:, 1::2] * 3).sin().sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, backend="npugraph", dynamic=True)
+    for shape in ((3, 8), (5, 11)):
+        x = torch.randn(shape, requires_grad=True)
+        compiled(x).backward()
+        got, x.grad = x.grad, None
+        step(x).backward()
+        torch.testing.assert_close(got, x.grad)

@@ -184,3 +184,26 @@ def scalar_tensor(ta: TorchAirApi, s, *, dtype=None, layout=None, device=None, p
     if dtype is None:
         return ta.dtype_promote(s, target_dtype=meta_outputs.dtype)
     return ta.original(s, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory, meta_outputs=meta_outputs)
+
+
+_INT32_MAX = 2**31 - 1
+
+
+@aten_converter(torch.ops.aten.slice_backward.default, when="completes",
+                cases=[Support(F32(3, 2), [3, 4], 1, 1, 2**63 - 1, 2), Support(F32(2, 3), [5, 3], 0, 0, 2**63 - 1, 3)])
+def slice_backward(ta: TorchAirApi, grad_output, input_sizes, dim, start, end, step, meta_outputs=None):
+    """`aten.slice_backward` with a step other than 1, symbolic input sizes and an open end
+    (`x[..., ::2]` in training with dynamic=True: Mamba's selective scan; aten passes end =
+    INT64_MAX): TorchAir casts the end to an int32 Const ("value cannot be converted to type int32
+    without overflow") before clamping it to the size with `Minimum(size, end)`, and never clamps
+    the start (aten clamps both to the size), so a start past a dim's size makes `Range(start,
+    size, step)` fail (as TensorFlow's Range CANN follows: start > limit with a positive delta).
+    Completed: an end past int32 handed over as INT32_MAX, which that Minimum clamps to the same
+    size, and the start clamped to the size (`Minimum(start, size)`)."""
+    if step != 1 and isinstance(input_sizes, ta.graph.Tensor):
+        if isinstance(end, int) and end > _INT32_MAX:
+            end = _INT32_MAX
+        if isinstance(start, int) and start > 0:
+            size = ta.ge.Gather(input_sizes, dim)
+            start = ta.ge.Minimum(ta.dtype_promote(start, target_dtype=input_sizes.dtype), size)
+    return ta.original(grad_output, input_sizes, dim, start, end, step, meta_outputs=meta_outputs)

@@ -250,6 +250,18 @@ def softplus(ta: TorchAirApi, self, beta=1, threshold=20, meta_outputs=None):
     return ta.ge.SoftplusV2(self, beta=float(beta), threshold=float(threshold))
 
 
+@aten_converter(torch.ops.aten.softplus_backward.default, when="missing",
+                cases=[Support(F32(4, 8), F32(4, 8, value_range=(-30, 30)), 1, 20),
+                       Support(F32(3, 5), F32(3, 5, value_range=(-4, 4)), 2.0, 3.0)])
+def softplus_backward(ta: TorchAirApi, grad_output, self, beta, threshold, meta_outputs=None):
+    """`aten.softplus_backward` (training a state-space model: Mamba's `softplus(dt + dt_bias)`):
+    TorchAir's converter raises NotImplementedError. torch_npu's aclop softplus_backward runs
+    `SoftplusV2Grad(grad_output, self, beta, threshold)` (Ascend/op-plugin
+    utils/custom_functions/aclops/SoftplusBackwardKernelNpu.cpp), the backward of the SoftplusV2
+    the forward lowers to."""
+    return ta.ge.SoftplusV2Grad(grad_output, self, beta=float(beta), threshold=float(threshold))
+
+
 @aten_converter(torch.ops.aten.amax.default, when="missing",
                 cases=[Support(F32(3, 4, 5), [1], True), Support(F32(3, 4, 5), [-1]),
                        Support(F32(3, 4)), Support(F32(2, 3, 4), [0, 2], False)])

@@ -340,6 +340,15 @@ def softplus_v2(x, *, beta, threshold):
     return torch.nn.functional.softplus(x, beta=beta, threshold=threshold)
 
 
+@ge_kernel("SoftplusV2Grad", widen=True)
+def softplus_v2_grad(input_gradients, input_features, *, beta, threshold):
+    """The gradient of SoftplusV2 (REG_OP SoftplusV2Grad, "compatible with the PyTorch operator
+    SoftplusGrad"; torch_npu's aclop softplus_backward runs it): input_gradients * sigmoid(beta * x),
+    and input_gradients where beta * x > threshold (where the forward is x itself)."""
+    scaled = input_features * beta
+    return torch.where(scaled > threshold, input_gradients, input_gradients * torch.sigmoid(scaled))
+
+
 @ge_kernel("Mish", widen=True)
 def mish(x):
     return torch.nn.functional.mish(x)
