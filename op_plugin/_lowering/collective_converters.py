@@ -11,6 +11,10 @@ then dividing"), as gloo does. The completion lowers "avg" the same way: TorchAi
 converter with "sum", then `Div` by the group size in the tensor's dtype. Every other reduction is
 TorchAir's.
 
+The targets are named as strings ("ns::name"), resolved when the converters are installed: torch
+registers the legacy `c10d_functional` ops only when torch.distributed._functional_collectives is
+imported (TorchAir imports it), and op_plugin's import does not pay for that.
+
 Integer and bool tensors are refused: torch's eager AVG divides in place (`div_`), which fails for
 them on gloo and HCCL alike ("result type Float can't be cast to ..."), so there is no eager
 result to be faithful to.
@@ -22,20 +26,7 @@ import torch
 from .registry import aten_converter
 from .torchair_api import TorchAirApi
 
-if torch.distributed.is_available():
-    # registers the legacy `c10d_functional` ops TorchAir lowers too (torch registers them here)
-    import torch.distributed._functional_collectives  # noqa: F401
-
 _FLOAT_TYPES = ("DT_FLOAT", "DT_FLOAT16", "DT_BF16", "DT_DOUBLE")
-
-
-def _completes(namespace: str, name: str):
-    """`aten_converter(op, when="completes")` of `torch.ops.<namespace>.<name>.default`, if this torch
-    has the op (no torch.distributed: none)."""
-    packet = getattr(getattr(torch.ops, namespace), name, None) if torch.distributed.is_available() else None
-    if packet is None:
-        return lambda fn: fn
-    return aten_converter(packet.default, when="completes")
 
 
 def _group_size(group_name: str) -> int:
@@ -53,7 +44,7 @@ def _average(ta: TorchAirApi, summed, dtype, group_size: int, what: str):
     return ta.ge.Div(summed, ta.dtype_promote(group_size, target_dtype=dtype))
 
 
-@_completes("_c10d_functional", "all_reduce")
+@aten_converter("_c10d_functional::all_reduce", when="completes")
 def all_reduce(ta: TorchAirApi, self, reduce_type: str, group_name: str, *, out=None, meta_outputs=None):
     """`_c10d_functional.all_reduce(x, "avg", group)`: HcomAllReduce(sum), then Div by the group
     size (module docstring); other reductions are TorchAir's."""
@@ -63,7 +54,7 @@ def all_reduce(ta: TorchAirApi, self, reduce_type: str, group_name: str, *, out=
     return _average(ta, summed, self.dtype, _group_size(group_name), "_c10d_functional.all_reduce")
 
 
-@_completes("c10d_functional", "all_reduce")
+@aten_converter("c10d_functional::all_reduce", when="completes")
 def all_reduce_legacy(ta: TorchAirApi, self, reduce_type: str, tag: str, rank_list, group_size: int, *,
                       out=None, meta_outputs=None):
     """The legacy `c10d_functional.all_reduce(x, "avg", tag, ranks, group_size)`: as `all_reduce`."""
@@ -73,7 +64,7 @@ def all_reduce_legacy(ta: TorchAirApi, self, reduce_type: str, tag: str, rank_li
     return _average(ta, summed, self.dtype, group_size, "c10d_functional.all_reduce")
 
 
-@_completes("_c10d_functional", "reduce_scatter_tensor")
+@aten_converter("_c10d_functional::reduce_scatter_tensor", when="completes")
 def reduce_scatter_tensor(ta: TorchAirApi, self, reduce_type: str, group_size: int, group_name: str, *,
                           out=None, meta_outputs=None):
     """`_c10d_functional.reduce_scatter_tensor(x, "avg", n, group)`: HcomReduceScatter(sum), then
@@ -84,7 +75,7 @@ def reduce_scatter_tensor(ta: TorchAirApi, self, reduce_type: str, group_size: i
     return _average(ta, summed, self.dtype, group_size, "_c10d_functional.reduce_scatter_tensor")
 
 
-@_completes("c10d_functional", "reduce_scatter_tensor")
+@aten_converter("c10d_functional::reduce_scatter_tensor", when="completes")
 def reduce_scatter_tensor_legacy(ta: TorchAirApi, self, reduce_type: str, tag: str, rank_list, group_size: int, *,
                                  out=None, meta_outputs=None):
     """The legacy `c10d_functional.reduce_scatter_tensor(x, "avg", tag, ranks, group_size)`."""
