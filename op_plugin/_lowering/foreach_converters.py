@@ -36,6 +36,7 @@ def _cann_list_op(ge_type: str, op):
             return getattr(ta.dynamic_ge, ge_type)(self)
         return _per_tensor(ta, op, meta_outputs, self)
 
+    convert.__name__ = convert.__qualname__ = f"foreach_{ge_type[7:].lower()}"
     convert.__doc__ = f"`{ge_type}(x)` over a float32/float16 list (torch_npu's eager foreach kernel), else `{op}`."
     return convert
 
@@ -78,6 +79,7 @@ def _unary_per_tensor(op):
     def convert(ta: TorchAirApi, self, meta_outputs=None):
         return _per_tensor(ta, op, meta_outputs, self)
 
+    convert.__name__ = convert.__qualname__ = f"foreach_{op._opname}"
     convert.__doc__ = f"`{op}` per tensor."
     return convert
 
