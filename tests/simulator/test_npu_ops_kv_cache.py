@@ -181,8 +181,11 @@ def test_kv_rmsnorm_rope_cache_v1_updates_its_caches_in_place_and_returns_copies
 
 def test_kv_rmsnorm_rope_cache_refusals():
     kv, gamma, cos, sin, index, kc, ckc = _kv_args("PA")
-    with pytest.raises(NotImplementedError, match="quantised"):
+    with pytest.raises(ValueError, match="needs its scale"):
         npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, kc.to(torch.int8), ckc, cache_mode="PA")
+    with pytest.raises(NotImplementedError, match="hifloat8/fp8 not"):
+        npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, kc, ckc, cache_mode="PA",
+                                         k_rope_scale=torch.ones(8))
     with pytest.raises(NotImplementedError, match="PA_BLK"):
         npu.npu_kv_rmsnorm_rope_cache_v2(kv, gamma, cos, sin, index, kc, ckc, cache_mode="PA_BLK_NZ")
     with pytest.raises(NotImplementedError, match="hifloat8"):
@@ -267,3 +270,103 @@ def test_scatter_pa_kv_cache_compiled_dynamic_token_counts():
         assert_close(compiled(*graph), want, "npu_ops")
         assert torch.equal(graph[2], eager[2]) and torch.equal(graph[3], eager[3])
     assert compiled.compiles == 1  # one graph serves every token count
+
+
+def _v2_oracle(kv, gamma, cos, sin, v, epsilon):
+    """CANN's V2 (kv-separated) formulas element by element in float64: RMSNorm over all of kv, the
+    interleaved rope on its first cos.shape[-1] dims, the rest passed on; c_kv = v."""
+    batch, heads, seq, width = kv.shape
+    rope = cos.shape[-1]
+    k_rope = torch.zeros(batch, heads, seq, width, dtype=torch.float64)
+    for b in range(batch):
+        for n in range(heads):
+            for s in range(seq):
+                row = [float(t) for t in kv[b, n, s]]
+                rms = math.sqrt(sum(t * t for t in row) / width + epsilon)
+                normed = [row[i] / rms * float(gamma[i]) for i in range(width)]
+                half = rope // 2
+                c, sn = cos[b, n if cos.shape[1] > 1 else 0, s if cos.shape[2] > 1 else 0], \
+                    sin[b, n if sin.shape[1] > 1 else 0, s if sin.shape[2] > 1 else 0]
+                part1 = [normed[2 * i] for i in range(half)] + [normed[2 * i + 1] for i in range(half)]
+                part2 = [-normed[2 * i + 1] for i in range(half)] + [normed[2 * i] for i in range(half)]
+                for i in range(rope):
+                    k_rope[b, n, s, i] = part1[i] * float(c[i]) + part2[i] * float(sn[i])
+                for i in range(rope, width):
+                    k_rope[b, n, s, i] = normed[i]
+    return k_rope.to(kv.dtype), v.clone()
+
+
+def _quant_oracle(values, scale, offset):
+    x = values.double().transpose(1, 2) * scale.double() + (offset.double() if offset is not None else 0)
+    return x.round().clamp(-128, 127).to(torch.int8).transpose(1, 2)
+
+
+def _v2_args(mode, seed=0, heads=2, quant=False):
+    g = torch.Generator().manual_seed(seed)
+    batch, seq, width, dv, rope = 2, 3, 24, 16, 8
+    kv = torch.randn(batch, heads, seq, width, generator=g).half()
+    v = torch.randn(batch, heads, seq, dv, generator=g).half()
+    gamma = (torch.rand(width, generator=g) + 0.5).half()
+    cos, sin = (torch.rand(batch, heads, 1, rope, generator=g).half() for _ in range(2))
+    cache_dtype = torch.int8 if quant else torch.float16
+    if mode == "Norm":
+        kc, ckc = (torch.zeros(batch, heads, 5, d).to(cache_dtype) for d in (width, dv))
+        index = torch.stack([torch.randperm(5, generator=g)[:seq] for _ in range(batch)])
+    else:
+        kc, ckc = (torch.zeros(3, 4, heads, d).to(cache_dtype) for d in (width, dv))
+        index = torch.randperm(12, generator=g)[:batch * seq]
+    index.view(-1)[1] = -1
+    scales = {}
+    if quant:
+        scales = {"k_rope_scale": torch.rand(heads, width, generator=g) * 40 + 10,
+                  "c_kv_scale": torch.rand(heads, dv, generator=g) * 40 + 10,
+                  "k_rope_offset": torch.randn(heads, width, generator=g)}
+    return (kv, gamma, cos, sin, index, kc, ckc), {"v": v, **scales}
+
+
+@pytest.mark.parametrize("quant", [False, True])
+@pytest.mark.parametrize("mode", ["Norm", "PA_BNSD"])
+def test_kv_rmsnorm_rope_cache_v2_separated_kv_and_int8_caches(mode, quant):
+    args, kwargs = _v2_args(mode, quant=quant)
+    kv, gamma, cos, sin, index, kc, ckc = args
+    want_rope, want_ckv = _v2_oracle(kv, gamma, cos, sin, kwargs["v"], 1e-5)
+    stored_k, stored_ckv = want_rope, want_ckv
+    if quant:
+        stored_k = _quant_oracle(want_rope, kwargs["k_rope_scale"], kwargs["k_rope_offset"])
+        stored_ckv = _quant_oracle(want_ckv, kwargs["c_kv_scale"], None)
+    want_kc, want_ckc = _cache_oracle_heads(kc, ckc, index, stored_k, stored_ckv, mode)
+    k_rope, c_kv, new_kc, new_ckc = npu.npu_kv_rmsnorm_rope_cache_v2_functional(*args, cache_mode=mode, **kwargs)
+    assert_close((k_rope, c_kv), (want_rope, want_ckv), "npu_ops")
+    for got, want in ((new_kc, want_kc), (new_ckc, want_ckc)):
+        if quant:  # float32 in the kernel, float64 here: a value on a .5 boundary may round the other way
+            assert got.dtype == torch.int8 and (got.int() - want.int()).abs().max() <= 1
+            assert (got == want).float().mean() > 0.98
+        else:
+            assert torch.equal(got, want)
+
+    def step(*a):
+        k_rope, c_kv = npu.npu_kv_rmsnorm_rope_cache_v2(*a, cache_mode=mode, is_output_kv=True, **kwargs)
+        return k_rope * 2, c_kv + 1
+
+    eager, graph = [t.clone() for t in args], [t.clone() for t in args]
+    want_out = step(*eager)
+    assert_close(Npugraph(step)(*graph), want_out, "npu_ops")
+    assert torch.equal(graph[5], eager[5]) and torch.equal(graph[6], eager[6])
+
+
+def _cache_oracle_heads(kc, ckc, index, k_rows, ckv_rows, mode):
+    kc, ckc = kc.clone(), ckc.clone()
+    batch, heads, seq, _ = k_rows.shape
+    for b in range(batch):
+        for s in range(seq):
+            i = int(index[b, s]) if mode == "Norm" else int(index[b * seq + s])
+            if i < 0:
+                continue
+            for n in range(heads):
+                if mode == "Norm":
+                    kc[b, n, i], ckc[b, n, i] = k_rows[b, n, s], ckv_rows[b, n, s]
+                else:
+                    bs = kc.shape[1]
+                    kc[i // bs, i % bs, n], ckc[i // bs, i % bs, n] = k_rows[b, n, s], ckv_rows[b, n, s]
+    return kc, ckc
+

@@ -12,19 +12,21 @@
   Refused: the compressed scenarios (4-D key, ``compress_lens``/``seq_lens``/``compress_seq_offsets``:
   CANN documents their shapes, not which token lands where), slots outside ``[0, blocks * block_size)``
   and a slot given twice (CANN: "not guaranteed correct").
-* ``npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, index, k_cache, ckv_cache, ...)``: kv ``[B, N, S, D]``
-  splits into ``Dv = gamma.numel()`` and ``Dk = D - Dv``; ``c_kv = rms_norm(kv[..., :Dv]) * gamma`` and
-  ``k_rope = x_part1 * cos + x_part2 * sin`` with ``x = kv[..., Dv:]``, ``x_part1 = cat(x[::2], x[1::2])``,
-  ``x_part2 = cat(-x[1::2], x[::2])`` (float32, rounded to kv's dtype); then each token ``(b, s)`` is written
-  to the caches: ``Norm``: index ``[B, S]``, cache ``[Bc, N, Sc, .]``, ``cache[b, :, index[b, s]]``;
-  ``PA``/``PA_BNSD``/``PA_NZ``: index ``[B * S]``, cache ``[blocks, block_size, N, .]``, slot
-  ``index[b * S + s]``. An index of -1 skips the token. Refused: N != 1 (CANN supports only N = 1),
-  ``PA_BLK_*`` (where a token lands inside the block its index names is not documented), quantised caches
-  (int8 caches, scales/offsets, the v2 ``*_cache_dtype`` formats: no quantisation formula is documented)
-  and the optional ``v`` (undocumented). k_rope and c_kv are returned whatever ``is_output_kv`` says (on
-  an NPU they are only written when it is True). The v1 op updates the caches in place (as on an NPU,
-  though its schema declares no mutation) and returns copies of them; v2 is declared in place;
-  ``_v2_functional`` returns new caches.
+* ``npu_kv_rmsnorm_rope_cache(kv, gamma, cos, sin, index, k_cache, ckv_cache, ...)`` (aclnnKvRmsNormRopeCache
+  and V2): without ``v`` (V1) kv ``[B, 1, S, D]`` splits into ``Dv = gamma.numel()`` and ``Dk = D - Dv``;
+  ``c_kv = rms_norm(kv[..., :Dv]) * gamma``, ``k_rope = x_part1 * cos + x_part2 * sin`` with ``x = kv[..., Dv:]``,
+  ``x_part1 = cat(x[::2], x[1::2])``, ``x_part2 = cat(-x[1::2], x[::2])``. With ``v`` (V2, kv-separated, N in
+  1, 2, 4, 8): the RMS norm of all of kv, the rope on its first ``cos.shape[-1]`` dims, the rest passed on,
+  and ``c_kv = v``. float32 inside, rounded to kv's dtype. Each token ``(b, s)`` is written to the caches:
+  ``Norm``: index ``[B, S]``, cache ``[Bc, N, Sc, .]`` at ``index[b, s]``; ``PA``/``PA_BNSD``/``PA_NZ``: index
+  ``[B * S]``, cache ``[blocks, block_size, N, .]`` at slot ``index[b * S + s]``. An index of -1 skips the
+  token. An int8 cache stores CANN's quantisation of the values: ``round(x * scale + offset)`` clamped to
+  [-128, 127] (``round`` read as torch's, half to even; scale/offset float32 broadcasting over ``[N, D]``).
+  Refused: ``PA_BLK_*`` (where a token lands inside the block its index names is not documented) and
+  hifloat8/fp8 caches (the v2 ``*_cache_dtype`` formats). k_rope and c_kv are returned whatever
+  ``is_output_kv`` says (on an NPU they are only written when it is True). The v1 op updates the caches in
+  place (as on an NPU, though its schema declares no mutation) and returns copies of them; v2 is declared
+  in place; ``_v2_functional`` returns new caches.
 """
 from __future__ import annotations
 
@@ -118,54 +120,92 @@ def npu_scatter_pa_kv_cache(key, value, key_cache, value_cache, slot_mapping, *,
 _PA_MODES = ("PA", "PA_BNSD", "PA_NZ")
 
 
+def _kv_values(op, kv, gamma, cos, sin, v, epsilon):
+    """(k_rope, c_kv) in kv's dtype, float32 inside: V1 (v None) splits kv into the normed and the roped
+    part; V2 (v given) norms all of kv, ropes its first cos.shape[-1] dims and passes v through."""
+    if kv.dim() != 4 or gamma.dim() != 1 or cos.dim() != 4 or sin.shape != cos.shape:
+        raise ValueError(f"npu::{op}: kv [B, N, S, D], gamma 1-D, cos and sin [B, N or 1, S or 1, Dr] expected")
+    dtypes = {kv.dtype, gamma.dtype, cos.dtype, sin.dtype} | ({v.dtype} if v is not None else set())
+    if len(dtypes) != 1 or kv.dtype not in _FLOAT16S + (torch.float32,):
+        raise TypeError(f"npu::{op}: kv, gamma, cos, sin (and v) must have one float dtype, "
+                        f"got {sorted(map(str, dtypes))}")
+    heads, width, rope = kv.shape[1], kv.shape[3], cos.shape[-1]
+    wide = opmath(kv).float()
+
+    def rms(x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + epsilon) * opmath(gamma).float()
+
+    def interleave_rope(x):
+        evens, odds = x[..., ::2], x[..., 1::2]
+        return torch.cat((evens, odds), -1) * opmath(cos).float() + torch.cat((-odds, evens), -1) * opmath(sin).float()
+
+    if v is None:  # V1: kv = [normed part Dv | rope part Dk]
+        dv = gamma.shape[0]
+        if heads != 1 or width - dv <= 0 or (width - dv) % 2 or rope != width - dv:
+            raise ValueError(f"npu::{op}: without v, N must be 1 (CANN) and D = Dv (gamma) + an even Dk = cos's last "
+                             f"dim; got kv {tuple(kv.shape)}, gamma {dv}, cos {tuple(cos.shape)}")
+        return interleave_rope(wide[..., dv:]).to(kv.dtype), rms(wide[..., :dv]).to(kv.dtype)
+    if v.dim() != 4 or tuple(v.shape[:3]) != tuple(kv.shape[:3]) or heads not in (1, 2, 4, 8):
+        raise ValueError(f"npu::{op}: v must be [B, N, S, Dv] with kv's first three dims and N in 1, 2, 4, 8; got "
+                         f"kv {tuple(kv.shape)}, v {tuple(v.shape)}")
+    if gamma.shape[0] != width or rope % 2 or rope > width:
+        raise ValueError(f"npu::{op}: with v, gamma must have kv's last dim {width} and cos an even last dim <= it")
+    normed = rms(wide)
+    return torch.cat((interleave_rope(normed[..., :rope]), normed[..., rope:]), -1).to(kv.dtype), v.clone()
+
+
+def _as_written(op, name, rows, cache, scale, offset):
+    """rows as the cache stores them: CANN's quantisation into an int8 cache (x * scale [+ offset], round,
+    clamp to [-128, 127]), else the rows themselves (a float cache of their dtype)."""
+    if cache.dtype == torch.int8:
+        if scale is None:
+            raise ValueError(f"npu::{op}: an int8 {name} needs its scale (CANN)")
+        heads, width = rows.shape[1], rows.shape[3]
+        for what, t in (("scale", scale), ("offset", offset)):
+            if t is not None and (t.dtype != torch.float32 or torch.broadcast_shapes(t.shape, (heads, width))
+                                  != (heads, width)):
+                raise ValueError(f"npu::{op}: the {name} {what} must be float32 broadcasting to [N, D] = "
+                                 f"[{heads}, {width}], got {t.dtype} {tuple(t.shape)}")
+        x = rows.float().permute(0, 2, 1, 3) * scale  # [B, S, N, D]: scales per head and column
+        if offset is not None:
+            x = x + offset
+        return torch.round(x).clamp(-128, 127).to(torch.int8).permute(0, 2, 1, 3)
+    if scale is not None or offset is not None or cache.dtype != rows.dtype:
+        raise NotImplementedError(f"npu::{op}: a {cache.dtype} {name} with scale/offset or another dtype than the "
+                                  f"values' ({rows.dtype}) is not simulated (int8 quantisation is; hifloat8/fp8 not)")
+    return rows
+
+
 def _kv_rmsnorm_rope(op, kv, gamma, cos, sin, index, k_cache, ckv_cache, scales, v, epsilon, cache_mode):
     """(new k_cache, new ckv_cache, k_rope, c_kv)."""
-    if any(t is not None for t in scales) or k_cache.dtype not in _FLOAT16S + (torch.float32,) \
-            or ckv_cache.dtype not in _FLOAT16S + (torch.float32,):
-        raise NotImplementedError(f"npu::{op}: quantised caches (int8/fp8 caches, scales, offsets) are not simulated: "
-                                  "CANN's docs give no quantisation formula for this op")
-    if v is not None:
-        raise NotImplementedError(f"npu::{op}: the optional v input is not simulated (undocumented by CANN)")
     if cache_mode not in ("Norm",) + _PA_MODES:
         raise NotImplementedError(f"npu::{op}: cache_mode {cache_mode!r} is not simulated (Norm, PA, PA_BNSD, PA_NZ "
                                   "are; PA_BLK_*: where a token lands inside its block is not documented)")
-    if kv.dim() != 4 or gamma.dim() != 1 or cos.dim() != 4 or sin.shape != cos.shape:
-        raise ValueError(f"npu::{op}: kv [B, N, S, D], gamma [Dv], cos and sin [B, 1, S or 1, Dk] expected")
-    batch, heads, seq, width = kv.shape
-    dv = gamma.shape[0]
-    dk = width - dv
-    if heads != 1 or dk <= 0 or dk % 2 or cos.shape[-1] != dk:
-        raise ValueError(f"npu::{op}: N must be 1 (CANN supports only N = 1) and D = Dv + Dk with an even "
-                         f"Dk = cos.shape[-1]; got kv {tuple(kv.shape)}, gamma {dv}, cos {tuple(cos.shape)}")
-    if not kv.dtype == gamma.dtype == cos.dtype == sin.dtype == k_cache.dtype == ckv_cache.dtype:
-        raise TypeError(f"npu::{op}: kv, gamma, cos, sin and the caches must have one dtype")
-    wide = opmath(kv).float()
-    norm_part, rope_part = wide[..., :dv], wide[..., dv:]
-    rstd = torch.rsqrt(norm_part.pow(2).mean(-1, keepdim=True) + epsilon)
-    c_kv = (norm_part * rstd * opmath(gamma).float()).to(kv.dtype)
-    evens, odds = rope_part[..., ::2], rope_part[..., 1::2]
-    k_rope = (torch.cat((evens, odds), -1) * opmath(cos).float()
-              + torch.cat((-odds, evens), -1) * opmath(sin).float()).to(kv.dtype)
+    k_rope, c_kv = _kv_values(op, kv, gamma, cos, sin, v, epsilon)
+    k_scale, ckv_scale, k_offset, ckv_offset = scales
+    batch, heads, seq, _ = kv.shape
     k_out, ckv_out = k_cache.clone(), ckv_cache.clone()
-    for name, cache, rows, last in (("k_cache", k_out, k_rope, dk), ("ckv_cache", ckv_out, c_kv, dv)):
-        if cache.dim() != 4 or cache.shape[-1] != last:
-            raise ValueError(f"npu::{op}: {name} must be 4-D with a last dim of {last}, got {tuple(cache.shape)}")
+    for name, cache, values, scale, offset in (("k_cache", k_out, k_rope, k_scale, k_offset),
+                                               ("ckv_cache", ckv_out, c_kv, ckv_scale, ckv_offset)):
+        last = values.shape[-1]
+        rows = _as_written(op, name, values, cache, scale, offset)
         if cache_mode == "Norm":
-            if tuple(index.shape) != (batch, seq) or cache.shape[0] < batch or cache.shape[1] != 1:
+            if tuple(index.shape) != (batch, seq) or cache.dim() != 4 or cache.shape[0] < batch \
+                    or (cache.shape[1], cache.shape[3]) != (heads, last):
                 raise ValueError(f"npu::{op}: cache_mode 'Norm' takes index [B, S] = [{batch}, {seq}] and a "
-                                 f"{name} [Bc >= {batch}, 1, Sc, {last}]; got {tuple(index.shape)}, "
+                                 f"{name} [Bc >= {batch}, {heads}, Sc, {last}]; got {tuple(index.shape)}, "
                                  f"{tuple(cache.shape)}")
             for b in range(batch):
                 slots = _check_slots(op, "index", index[b], seq, cache.shape[2], skip=-1)
                 keep = slots >= 0
-                cache[b, 0, slots[keep]] = rows[b, 0][keep]
+                cache[b, :, slots[keep]] = rows[b][:, keep]
         else:
-            if cache.shape[2] != 1:
-                raise ValueError(f"npu::{op}: cache_mode {cache_mode!r} takes a {name} [blocks, block_size, 1, "
+            if cache.dim() != 4 or (cache.shape[2], cache.shape[3]) != (heads, last):
+                raise ValueError(f"npu::{op}: cache_mode {cache_mode!r} takes a {name} [blocks, block_size, {heads}, "
                                  f"{last}], got {tuple(cache.shape)}")
             slots = _check_slots(op, "index", index, batch * seq, cache.shape[0] * cache.shape[1], skip=-1)
             keep = slots >= 0
-            cache.view(-1, last)[slots[keep]] = rows.reshape(batch * seq, last)[keep]
+            cache.view(-1, heads, last)[slots[keep]] = rows.permute(0, 2, 1, 3).reshape(batch * seq, heads, last)[keep]
     return k_out, ckv_out, k_rope, c_kv
 
 

@@ -123,63 +123,100 @@ def scatter_pa_kv_cache(key, key_cache, slot_mapping, value, value_cache, compre
 _KV_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 
+def _written(what, values, cache, scale, offset):
+    """values [B, N, S, D] as `cache` stores them: int8 caches quantise (CANN: x * scale, + offset, round,
+    clamp to [-128, 127]; the scale/offset broadcast over [N, D]); float caches take them as they are."""
+    if cache.dtype == torch.int8:
+        if scale is None:
+            refuse(f"{what} is int8 but its scale is not fed (CANN requires it)")
+        n, d = values.shape[1], values.shape[3]
+        for name, t in (("scale", scale), ("offset", offset)):
+            trailing = list(reversed(t.shape)) if t is not None else []
+            if t is not None and (t.dim() > 2 or any(a not in (1, b) for a, b in zip(trailing, (d, n)[:len(trailing)],
+                                                                                      strict=True))):
+                refuse(f"the {what} {name} of shape {tuple(t.shape)} does not broadcast to [N, D] = [{n}, {d}]")
+        x = values.float().transpose(1, 2) * scale.float()
+        if offset is not None:
+            x = x + offset.float()
+        return torch.clamp(torch.round(x), -128, 127).to(torch.int8).transpose(1, 2)
+    if scale is not None or offset is not None:
+        refuse(f"a scale/offset with a {cache.dtype} {what} is not simulated (int8 quantisation is)")
+    if cache.dtype not in _KV_FLOATS or cache.dtype != values.dtype:
+        refuse(f"{what} has dtype {cache.dtype}; a non-quantised cache takes kv's dtype {values.dtype} "
+               "(hifloat8/fp8 caches are not simulated)")
+    return values
+
+
 @ge_kernel("KvRmsNormRopeCache", one_dtype=("kv", "gamma", "cos", "sin"))
 def kv_rms_norm_rope_cache(kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale, k_rope_offset,
                            c_kv_offset, v, *, epsilon, cache_mode, is_output_kv):
-    """CANN KvRmsNormRopeCache (ops-transformer posembedding/kv_rms_norm_rope_cache): kv [B, 1, S, Dv + Dk];
-    c_kv = RMSNorm(kv[..., :Dv]) * gamma, k_rope = interleave-rope(kv[..., Dv:]) (x_part1 = cat(x[::2],
-    x[1::2]), x_part2 = cat(-x[1::2], x[::2]), y = x_part1 * cos + x_part2 * sin), float32, rounded to kv's
-    dtype; each token written to k_cache / ckv_cache at its index (-1: skipped): Norm cache [Bc, 1, Sc, .]
-    with index [B, S]; PA, PA_BNSD, PA_NZ cache [blocks, block_size, 1, .] with index [B * S]. Outputs
-    (k_cache, ckv_cache, k_rope, c_kv); k_rope/c_kv are computed whatever is_output_kv says. Refused:
-    quantised caches, v, PA_BLK_* modes, N != 1 (CANN supports only N = 1)."""
+    """CANN KvRmsNormRopeCache (ops-transformer posembedding/kv_rms_norm_rope_cache, aclnnKvRmsNormRopeCache(V2)):
+    RMSNorm(x) = x / sqrt(mean(x^2) + epsilon) * gamma; interleave-rope y = x_part1 * cos + x_part2 * sin with
+    x_part1 = cat(x[::2], x[1::2]), x_part2 = cat(-x[1::2], x[::2]). Without v (V1, N = 1): kv = [Dv | Dk],
+    c_kv = RMSNorm(kv[..., :Dv]), k_rope = rope(kv[..., Dv:]). With v (V2, N in 1, 2, 4, 8): k_rope =
+    cat(rope(RMSNorm(kv)[..., :rope]), RMSNorm(kv)[..., rope:]), c_kv = v. float32 inside, rounded to kv's
+    dtype. Each token (b, s) goes to its index (-1: skipped): Norm cache [Bc, N, Sc, .] at index[b, s]; PA,
+    PA_BNSD, PA_NZ cache [blocks, block_size, N, .] at slot index[b * S + s]; int8 caches quantised (see
+    _written). Outputs (k_cache, ckv_cache, k_rope, c_kv), k_rope/c_kv whatever is_output_kv says. Refused:
+    PA_BLK_* modes, hifloat8/fp8 caches."""
     del is_output_kv  # only whether an NPU writes k_rope/c_kv out
-    if any(t is not None for t in (k_rope_scale, c_kv_scale, k_rope_offset, c_kv_offset)) \
-            or k_cache.dtype not in _KV_FLOATS or ckv_cache.dtype not in _KV_FLOATS:
-        refuse("quantised caches (int8 caches, scales, offsets) are not simulated: CANN documents no formula")
-    if v is not None:
-        refuse("the optional input v is not simulated (undocumented)")
     if cache_mode not in ("Norm", "PA", "PA_BNSD", "PA_NZ"):
         refuse(f"cache_mode={cache_mode!r} is not simulated (Norm, PA, PA_BNSD, PA_NZ)")
-    if kv.dim() != 4 or kv.shape[1] != 1:
-        refuse(f"kv must be [B, 1, S, D] (CANN supports N = 1 only), got {tuple(kv.shape)}")
-    batch, _, seq, width = kv.shape
-    dv = gamma.numel()
-    dk = width - dv
-    if dk <= 0 or dk % 2 or cos.shape[-1] != dk or tuple(sin.shape) != tuple(cos.shape):
-        refuse(f"D = {width} must be Dv ({dv}, gamma) + an even Dk = cos's last dim ({cos.shape[-1]})")
-    if k_cache.dtype != kv.dtype or ckv_cache.dtype != kv.dtype:
-        refuse(f"the caches ({k_cache.dtype}, {ckv_cache.dtype}) must have kv's dtype {kv.dtype}")
+    if kv.dim() != 4 or cos.dim() != 4 or tuple(sin.shape) != tuple(cos.shape):
+        refuse(f"kv must be [B, N, S, D] and cos/sin one 4-D shape; got {tuple(kv.shape)}, {tuple(cos.shape)}")
+    batch, heads, seq, width = kv.shape
+    rope = cos.shape[-1]
     x = opmath(kv).float()
-    normed = x[..., :dv]
-    c_kv = normed / torch.sqrt(normed.square().mean(dim=-1, keepdim=True) + epsilon) * opmath(gamma).float()
-    rope = x[..., dv:]
-    x1, x2 = rope[..., 0::2], rope[..., 1::2]
-    k_rope = torch.cat((x1, x2), dim=-1) * opmath(cos).float() + torch.cat((-x2, x1), dim=-1) * opmath(sin).float()
-    k_rope, c_kv = k_rope.to(kv.dtype), c_kv.to(kv.dtype)
+    g = opmath(gamma).float()
+    c, s_ = opmath(cos).float(), opmath(sin).float()
+
+    def rms_norm(t):
+        return t / torch.sqrt(t.square().mean(dim=-1, keepdim=True) + epsilon) * g
+
+    def rotate(t):
+        x1, x2 = t[..., 0::2], t[..., 1::2]
+        return torch.cat((x1, x2), dim=-1) * c + torch.cat((-x2, x1), dim=-1) * s_
+
+    if v is None:
+        dv = gamma.numel()
+        if heads != 1 or width - dv != rope or rope <= 0 or rope % 2:
+            refuse(f"without v, kv must be [B, 1, S, Dv + Dk] with Dv = gamma's {dv} and an even Dk = cos's last "
+                   f"dim {rope} (CANN: N = 1); got {tuple(kv.shape)}")
+        k_rope, c_kv = rotate(x[..., dv:]).to(kv.dtype), rms_norm(x[..., :dv]).to(kv.dtype)
+    else:
+        if v.dim() != 4 or tuple(v.shape[:3]) != tuple(kv.shape[:3]) or heads not in (1, 2, 4, 8) \
+                or v.dtype != kv.dtype:
+            refuse(f"v must be [B, N, S, Dv] of kv's dtype with kv's [B, N, S] and N in 1, 2, 4, 8; got kv "
+                   f"{tuple(kv.shape)}, v {tuple(v.shape)} {v.dtype}")
+        if gamma.numel() != width or rope % 2 or rope > width:
+            refuse(f"with v, gamma must have kv's last dim {width} and cos an even last dim <= it")
+        normed = rms_norm(x)
+        k_rope = torch.cat((rotate(normed[..., :rope]), normed[..., rope:]), dim=-1).to(kv.dtype)
+        c_kv = v
     outs = []
-    for what, cache, values in (("k_cache", k_cache, k_rope), ("ckv_cache", ckv_cache, c_kv)):
+    for what, cache, values, scale, offset in (("k_cache", k_cache, k_rope, k_rope_scale, k_rope_offset),
+                                               ("ckv_cache", ckv_cache, c_kv, c_kv_scale, c_kv_offset)):
         last = values.shape[-1]
-        if cache.dim() != 4 or cache.shape[-1] != last:
-            refuse(f"{what} must be 4-D with last dim {last}, got {tuple(cache.shape)}")
+        stored = _written(what, values, cache, scale, offset)
         out = cache.clone()
         if cache_mode == "Norm":
-            if tuple(index.shape) != (batch, seq) or cache.shape[0] < batch or cache.shape[1] != 1:
-                refuse(f"cache_mode Norm takes index [{batch}, {seq}] and {what} [>= {batch}, 1, Sc, {last}]; "
+            if tuple(index.shape) != (batch, seq) or cache.dim() != 4 or cache.shape[0] < batch \
+                    or cache.shape[1] != heads or cache.shape[3] != last:
+                refuse(f"cache_mode Norm takes index [{batch}, {seq}] and {what} [>= {batch}, {heads}, Sc, {last}]; "
                        f"got {tuple(index.shape)}, {tuple(cache.shape)}")
             for b in range(batch):
                 positions = _slots("index", index[b], seq, cache.shape[2], skip_negative_one=True)
                 for s, position in enumerate(positions.tolist()):
                     if position != -1:
-                        out[b, 0, position] = values[b, 0, s]
+                        out[b, :, position] = stored[b, :, s]
         else:
-            if cache.shape[2] != 1:
-                refuse(f"cache_mode {cache_mode} takes {what} [blocks, block_size, 1, {last}], "
+            if cache.dim() != 4 or cache.shape[2] != heads or cache.shape[3] != last:
+                refuse(f"cache_mode {cache_mode} takes {what} [blocks, block_size, {heads}, {last}], "
                        f"got {tuple(cache.shape)}")
             block_size = cache.shape[1]
             slots = _slots("index", index, batch * seq, cache.shape[0] * block_size, skip_negative_one=True)
             for token, slot in enumerate(slots.tolist()):
                 if slot != -1:
-                    out[slot // block_size, slot % block_size, 0] = values[token // seq, 0, token % seq]
+                    out[slot // block_size, slot % block_size] = stored[token // seq, :, token % seq]
         outs.append(out)
     return outs[0], outs[1], k_rope, c_kv
