@@ -82,6 +82,20 @@ def test_inputs_follow_the_specs():
     assert build_inputs(rand)[1]["device"] == "cpu"  # device="npu" is the host here
 
 
+def test_a_case_whose_inputs_exceed_the_bound_is_refused_unrun(monkeypatch):
+    from op_plugin._tools import declared_cases
+
+    case = enumerate_cases(["npu.npu_dynamic_quant.default#1"])[0]
+    assert declared_cases.input_bytes(case) == 64 * 16384 * 16384 * 2  # TorchAir's F16(64, 16384, 16384)
+    assert declared_cases._too_large(case).cls == "too-large"  # (run_case checks it before allocating)
+    small = enumerate_cases(["aten.add.Tensor#1"])[0]
+    monkeypatch.setattr(declared_cases, "INPUT_BYTES_LIMIT", declared_cases.input_bytes(small) - 1)
+    result = run_case(small)
+    assert result.cls == "too-large" and "GiB" in result.reason and "aten.add.Tensor" in result.reason
+    monkeypatch.setattr(declared_cases, "INPUT_BYTES_LIMIT", declared_cases.input_bytes(small))
+    assert run_case(small).cls == "pass"
+
+
 def test_a_passing_case_passes_in_process():
     result = run_case(enumerate_cases(["aten.add.Tensor#1"])[0])
     assert result.cls == "pass", result

@@ -35,9 +35,10 @@ import torch
 
 from .declared_compare import compare
 
-# Result classes. eager-unsupported cases are not counted: eager itself fails on the CPU.
+# Result classes. eager-unsupported cases are not counted: eager itself fails on the CPU. too-large: not
+# run at all, its declared inputs alone exceed INPUT_BYTES_LIMIT (it would exhaust the shared host's memory).
 CLASSES = ("pass", "numeric", "shape-dtype", "missing-kernel", "kernel-error", "lowering-error",
-           "crash", "timeout", "eager-unsupported")
+           "crash", "timeout", "too-large", "eager-unsupported")
 FAILING = tuple(c for c in CLASSES if c not in ("pass", "eager-unsupported"))
 
 _MISSING = re.compile(r"GE op type '(\w+)' \(node [^)]*\) has no CPU kernel")
@@ -201,6 +202,40 @@ def _as_input(spec):
     return torch.randn(*spec.dims).to(spec.dtype)
 
 
+# A case builds its inputs several times (compiled copy, eager copy, clones) and computes in float32 beside
+# them, so inputs of this size already need several times it; the workers' address-space limit is 8 GiB.
+INPUT_BYTES_LIMIT = 2**30
+
+
+def input_bytes(case: DeclaredCase) -> int:
+    """The bytes of the case's declared tensor inputs, from the specs alone (nothing is allocated)."""
+    from torchair._ge_concrete_graph.supported_declaration import _TypedTensor
+
+    from .._lowering.cases import TypedTensor
+
+    def size(spec) -> int:
+        if isinstance(spec, (list, tuple)):
+            return sum(size(v) for v in spec)
+        if not isinstance(spec, (_TypedTensor, TypedTensor)) or spec.value is not None:
+            return 0
+        numel = 1
+        for dim in spec.dims:
+            numel *= int(dim)
+        return numel * torch.empty((), dtype=spec.dtype).element_size()
+
+    return size(list(case.support.args)) + size(list(case.support.kwargs.values()))
+
+
+def _too_large(case: DeclaredCase) -> CaseResult | None:
+    needed = input_bytes(case)
+    if needed <= INPUT_BYTES_LIMIT:
+        return None
+    return CaseResult(case.case_id, "too-large",
+                      f"not run: its declared inputs ({case.describe()}) take {needed / 2**30:.1f} GiB, over the "
+                      f"tool's bound of {INPUT_BYTES_LIMIT / 2**30:.0f} GiB per case (the run would need several "
+                      "times that)")
+
+
 def build_inputs(case: DeclaredCase) -> tuple[list, dict]:
     """The case's inputs, the same on every run (seeded from the case id)."""
     torch.manual_seed(zlib.crc32(case.case_id.encode()))
@@ -253,6 +288,9 @@ def run_compiled(case: DeclaredCase) -> CompiledRun:
 
 def run_case(case: DeclaredCase) -> CaseResult:
     """Run one case compiled (npugraph) and eagerly on the CPU, and classify the outcome."""
+    refused = _too_large(case)
+    if refused is not None:
+        return refused
     started = time.monotonic()
     run = run_compiled(case)
     args, kwargs = build_inputs(case)  # the inputs again, unmutated
