@@ -1,5 +1,5 @@
 """CPU reference kernels of torch_npu's fused quantisation ops (registered through quant.KERNELS):
-npu_dequant_swiglu_quant, npu_add_rms_norm_dynamic_quant, npu_add_rms_norm_quant.
+npu_dequant_swiglu_quant, npu_add_rms_norm_dynamic_quant, npu_add_rms_norm_quant, npu_anti_quant.
 
 Semantics from torch_npu's ``_op_plugin_docs.py`` and hicann ops-nn (``quant/dequant_swiglu_quant``,
 ``norm/add_rms_norm_dynamic_quant``, ``norm/add_rms_norm_quant`` READMEs and aclnn docs), in float32:
@@ -17,6 +17,9 @@ Semantics from torch_npu's ``_op_plugin_docs.py`` and hicann ops-nn (``quant/deq
   marks invalid (y2/scale2 with no second smooth scale, y2 with no scales2) is returned empty (dynamic,
   as the wheel's Meta) or as zeros (static: the wheel's Meta gives it x's shape; CANN leaves its contents
   undefined).
+* anti-quant (ops-nn ``quant/ascend_anti_quant_v2`` aclnn doc): ``y = dst_dtype((x + offset) * scale)`` in
+  float32, int8 x, scale/offset of one element or one per last-axis element; int4 (packed in int32),
+  hifloat8 and fp8 inputs are refused by name (not emulated).
 """
 from __future__ import annotations
 
@@ -171,7 +174,32 @@ def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None,
     return outs[0], outs[1], x
 
 
+def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
+    op = "npu_anti_quant"
+    if x.dtype != torch.int8:
+        _fail(op, f"x of dtype {x.dtype}: only int8 x is simulated (int4 packed in int32, hifloat8 and fp8 inputs "
+                  "are not emulated)", NotImplementedError)
+    if scalar_dtype(op, "src_dtype", src_dtype, torch.int8) != torch.int8:
+        _fail(op, f"src_dtype={src_dtype} does not match x's dtype int8 (CANN requires them to agree)")
+    out_dtype = scalar_dtype(op, "dst_dtype", dst_dtype, torch.float16)
+    if out_dtype not in _HALF:
+        _fail(op, f"dst_dtype={out_dtype}: CANN's AscendAntiQuant writes float16 or bfloat16 only")
+    width = x.shape[-1] if x.dim() else 1
+    for what, tensor in (("scale", scale), ("offset", offset)):
+        if tensor is None:
+            continue
+        if tensor.dtype not in (torch.float32, torch.bfloat16):
+            _fail(op, f"{what} of dtype {tensor.dtype}: CANN takes float32 or bfloat16")
+        if tensor.dim() != 1 or tensor.numel() not in (1, width):
+            _fail(op, f"{what} of shape {tuple(tensor.shape)}: must be 1-D with 1 or x.shape[-1]={width} elements")
+    if offset is not None and (offset.dtype, offset.shape) != (scale.dtype, scale.shape):
+        _fail(op, "offset must have scale's dtype and shape (CANN's constraint)")
+    value = x.float() if offset is None else x.float() + offset.float()
+    return (value * scale.float()).to(out_dtype)   # aclnnAscendAntiQuant: y = dst((x + offset) * scale)
+
+
 KERNELS = {
+    "npu_anti_quant": npu_anti_quant,
     "npu_dequant_swiglu_quant": npu_dequant_swiglu_quant,
     "npu_add_rms_norm_dynamic_quant": npu_add_rms_norm_dynamic_quant,
     "npu_add_rms_norm_quant": npu_add_rms_norm_quant,

@@ -1,4 +1,5 @@
-"""Fused quantisation GE ops (CANN ops-nn): DequantSwigluQuant, AddRmsNormDynamicQuant, AddRmsNormQuant.
+"""Fused quantisation GE ops (CANN ops-nn): DequantSwigluQuant, AddRmsNormDynamicQuant, AddRmsNormQuant,
+and the dequantisation AscendAntiQuantV2.
 
 Written from the ops-nn READMEs / aclnn docs (not from op_plugin's torch_npu reference kernels), in float32,
 float-to-int8 casts saturating:
@@ -16,6 +17,8 @@ float-to-int8 casts saturating:
   (float16 steps rounded in float16, bfloat16 in float32), y_i = rint(y / scales_i +
   zero_points_i) (div_mode) or rint(y · scales_i + zero_points_i); y2 without scales2 is zeros (undefined in
   CANN). Its prototype is ops-nn's ``norm/add_rms_norm_quant/op_graph/add_rms_norm_quant_proto.h``.
+* AscendAntiQuantV2 (ops-nn ``quant/ascend_anti_quant_v2`` aclnn doc): y = dst_type((x + offset) · scale),
+  · scale twice with sqrt_mode, in float32; int8 x only (int4, hifloat8 and fp8 inputs are refused).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import torch
 
 from ...._ge.reg_op import parse_reg_ops
 from ..registry import ge_kernel, refuse
+from .common import attr_dtype
 
 _HALF = (torch.float16, torch.bfloat16)
 _GE_INT8 = 2
@@ -165,3 +169,21 @@ def add_rms_norm_quant(x1, x2, gamma, scales1, scales2, zero_points1, zero_point
         value = y / scales.float() if div_mode else y * scales.float()
         outputs.append(_int8(torch.round(value if zero_points is None else value + zero_points.float())))
     return outputs[0], outputs[1], x
+
+
+@ge_kernel("AscendAntiQuantV2", accepts={"scale": (torch.float32, torch.bfloat16),
+                                         "offset": (torch.float32, torch.bfloat16)})
+def ascend_anti_quant_v2(x, scale, offset, *, dst_type, sqrt_mode):
+    """y = dst_type((x + offset) * scale) (* scale again with sqrt_mode), computed in float32."""
+    if x.dtype != torch.int8:
+        refuse(f"x of dtype {x.dtype}: only int8 is simulated (int4, hifloat8 and fp8 inputs are not emulated)")
+    out_dtype = attr_dtype("dst_type", dst_type)
+    if out_dtype not in _HALF:
+        refuse(f"dst_type={dst_type} ({out_dtype}): CANN writes float16 (1) or bfloat16 (27) only")
+    width = x.shape[-1] if x.dim() else 1
+    for what, tensor in (("scale", scale), ("offset", offset)):
+        if tensor is not None and (tensor.dim() != 1 or tensor.numel() not in (1, width)):
+            refuse(f"{what} of shape {tuple(tensor.shape)}: must be 1-D with 1 or x's last-axis size {width} elements")
+    value = x.float() if offset is None else x.float() + offset.float()
+    value = value * scale.float()
+    return (value * scale.float() if sqrt_mode else value).to(out_dtype)
