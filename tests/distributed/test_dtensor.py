@@ -2,8 +2,8 @@
 with npugraph on 2 gloo ranks, in GE mode and in aclgraph mode, static and dynamic.
 
 In GE mode TorchAir fails on the DeviceMesh objects AOT passes beside each DTensor's local tensor
-(two TorchAir bugs, host-independent; the simulator's copy is fixed in
-op_plugin/_simulator/hosting/torchair_fixes.py). A Megatron-style decoder block (attention with
+(two TorchAir bugs, host-independent; fixed on both hosts by
+op_plugin/_lowering/torchair_input_fixes.py). A Megatron-style decoder block (attention with
 q/k/v column-parallel and the output projection row-parallel, then a column/row-parallel MLP) is
 compared on every rank with eager (the same parallelized module, not compiled) and with the
 unsharded block; a training step compares the gradients of the local shards with the unsharded
@@ -108,7 +108,7 @@ def test_dtensor_decoder_block_training_step(ranks, mode):
 def test_plain_inputs_keep_torchair_positions():
     """The fix re-keys TorchAir's input attributes only where an input flattens to several: plain
     tensors and SymInts keep TorchAir's keys."""
-    from op_plugin._simulator.hosting.torchair_fixes import flattened_input_attrs
+    from op_plugin._lowering.torchair_input_fixes import flattened_input_attrs
 
     inputs = [torch.randn(2), 3, torch.nn.Parameter(torch.randn(3)), torch.randn(4)]
     attrs = {-2: {"_torchair_is_parameter": True}, -1: {"dim_gears": {0: [2, 4]}}}
