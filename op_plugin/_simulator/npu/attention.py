@@ -82,6 +82,9 @@ def _check_inputs(op, query, key, value, dtypes=FLOATS):
         if tensor.dtype not in dtypes or tensor.dtype != query.dtype:
             raise TypeError(f"{op}: {name} has dtype {tensor.dtype}; query, key and value take one of {names} "
                             "(int8 quantization is not implemented)")
+        if tensor.dim() and tensor.shape[-1] == 0 and query.numel():
+            raise ValueError(f"{op}: {name} {tuple(tensor.shape)} has an empty last dim (no head dim) while query "
+                             f"{tuple(query.shape)} is not empty")
 
 
 def _infer(op, *args, **kwargs):

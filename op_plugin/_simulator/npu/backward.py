@@ -30,10 +30,20 @@ import math
 import torch
 
 from ..._base.numerics import opmath
+from .checks import rank, same_shape
 from .dense import plain_dtype
 
 
 def npu_rms_norm_backward(dy, self, gamma, rstd):
+    op = "npu_rms_norm_backward"
+    same_shape(op, self=self, dy=dy)
+    if gamma.dim() > self.dim() or tuple(self.shape[self.dim() - gamma.dim():]) != tuple(gamma.shape):
+        raise ValueError(f"npu::{op}: gamma of shape {tuple(gamma.shape)} is not the trailing shape of self "
+                         f"{tuple(self.shape)}")
+    want_rstd = tuple(self.shape[:self.dim() - gamma.dim()]) + (1,) * gamma.dim()
+    if rstd.numel() != max(1, torch.Size(want_rstd).numel()) or rstd.dim() > self.dim():
+        raise ValueError(f"npu::{op}: rstd of shape {tuple(rstd.shape)} is not npu_rms_norm's rstd {want_rstd}")
+    rstd = rstd.reshape(want_rstd)
     dims = list(range(self.dim() - gamma.dim(), self.dim()))
     lead = list(range(self.dim() - gamma.dim()))
     x, g = opmath(self).float(), opmath(dy).float() * opmath(gamma).float()
@@ -88,6 +98,11 @@ def _sum_to(t, shape):
 def npu_rotary_mul_backward(grad, self, r1, r2, rotary_mode="half"):
     """y = A(x) * r1 + R(A(x)) * r2 with A the identity, or the de-interleave for "interleave-half"; so
     dx = A^T(g * r1 + R^T(g * r2)), dr1 = sum(g * A(x)), dr2 = sum(g * R(A(x)))."""
+    op = "npu_rotary_mul_backward"
+    same_shape(op, self=self, grad=grad)
+    same_shape(op, r1=r1, r2=r2)
+    if r1.dim() != self.dim() or torch.broadcast_shapes(self.shape, r1.shape) != self.shape:
+        raise ValueError(f"npu::{op}: r1/r2 of shape {tuple(r1.shape)} do not broadcast to self's {tuple(self.shape)}")
     x, g = opmath(self).float(), opmath(grad).float()
     interleaved = rotary_mode == "interleave-half"
     ax = _deinterleave(x) if interleaved else x
@@ -99,6 +114,7 @@ def npu_rotary_mul_backward(grad, self, r1, r2, rotary_mode="half"):
 
 
 def npu_gelu_backward(grad_output, self, *, approximate="none"):
+    same_shape("npu_gelu_backward", self=self, grad_output=grad_output)
     x, g = opmath(self).float(), opmath(grad_output).float()
     if approximate == "none":
         local = 0.5 * (1 + torch.erf(x / math.sqrt(2))) + x * torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
@@ -112,6 +128,12 @@ def npu_gelu_backward(grad_output, self, *, approximate="none"):
 
 
 def npu_linear_backward(grad, input, weight):
+    op = "npu_linear_backward"
+    for name, tensor in (("grad", grad), ("input", input), ("weight", weight)):
+        rank(op, name, tensor, 2)
+    if grad.shape[0] != input.shape[0] or grad.shape[1] != weight.shape[0] or input.shape[1] != weight.shape[1]:
+        raise ValueError(f"npu::{op}: grad {tuple(grad.shape)}, input {tuple(input.shape)}, weight "
+                         f"{tuple(weight.shape)} are not (M, N), (M, K), (N, K)")
     g = opmath(grad).float()
     return ((g @ opmath(weight).float()).to(input.dtype), (g.t() @ opmath(input).float()).to(weight.dtype))
 

@@ -120,6 +120,10 @@ def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=Fals
 def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_mode=False, restore_shape=None):
     if padded_mode or restore_shape is not None:
         raise KernelError("padded_mode=True / restore_shape are not supported by CANN (only False / None)")
+    if permuted_tokens.dim() != 2 or sorted_indices.dim() != 1 or (probs is not None and probs.dim() != 2):
+        raise KernelError(f"permuted_tokens {list(permuted_tokens.shape)} must be 2-D, sorted_indices "
+                          f"{list(sorted_indices.shape)} 1-D and probs {None if probs is None else list(probs.shape)} "
+                          "2-D (tokens, top-k)")
     return routing.finalize_routing(permuted_tokens, sorted_indices, None, None, None, probs, None, 2, 1)
 
 

@@ -42,6 +42,7 @@ from ..._base.handles import RegistrationHandle
 from . import attention as npu_ops_attention, reference as npu_ops_reference, wheel_meta as npu_ops_wheel
 from . import backward as npu_ops_backward, cache as npu_ops_cache, dense as npu_ops_dense, moe as npu_ops_moe
 from . import collective_matmul as npu_ops_collective_matmul, quant as npu_ops_quant
+from .checks import naming_errors
 from ..._base import wheel as install  # where the unpacked wheel is, and whether it is complete
 
 NAMESPACE = "npu"
@@ -149,7 +150,7 @@ def _define(wheel_root) -> RegistrationHandle:
             gradient = npu_ops_backward.AUTOGRAD.get(name, _no_gradient_kernel)(name)
             library.impl(name, gradient, "Autograd", with_keyset=True)
             if name in CPU_KERNELS:
-                library.impl(name, CPU_KERNELS[name], "CPU")
+                library.impl(name, naming_errors(name, CPU_KERNELS[name]), "CPU")
         for name, functional in _functional_variants(entries, names, undefined).items():
             library.impl(name, _functionalize_kernel(name, functional), "Functionalize")
         for name, (functional, mutated) in _functional_twins(entries, names, undefined).items():

@@ -286,6 +286,9 @@ def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=No
     if antiquant_scale.dtype != x.dtype:
         _fail(op, f"antiquant_scale has dtype {antiquant_scale.dtype}: only x's dtype ({x.dtype}) is simulated "
                   "(int64 scales are not)", NotImplementedError)
+    if x.dim() != 2 or weight.dim() != 2:
+        _fail(op, f"x {tuple(x.shape)} and weight {tuple(weight.shape)} must be 2-D (M, K) and (K, N), as the op's "
+                  "Meta gives (M, N)")
     k, n = weight.shape[-2], weight.shape[-1]
     if x.shape[-1] != k:
         _fail(op, f"x {tuple(x.shape)} and weight {tuple(weight.shape)} do not multiply")

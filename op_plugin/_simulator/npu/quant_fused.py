@@ -95,6 +95,8 @@ def _check_norm_inputs(op, x1, x2, gamma):
     for name, tensor in (("x1", x1), ("x2", x2), ("gamma", gamma)):
         if tensor.dtype not in _HALF:
             _fail(op, f"{name} has dtype {tensor.dtype}; torch_npu takes float16 or bfloat16", TypeError)
+    if x2.shape != x1.shape:
+        _fail(op, f"x2 of shape {tuple(x2.shape)} is not x1's {tuple(x1.shape)} (CANN does not broadcast them)")
     if gamma.shape != x1.shape[-1:]:
         _fail(op, f"gamma of shape {tuple(gamma.shape)} is not ({x1.shape[-1]},)")
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import torch
 
 from ..._base.numerics import opmath
+from .checks import same_shape, writable
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -59,6 +60,7 @@ def npu_rms_norm(self, gamma, epsilon=1e-6):
 
 def npu_add_rms_norm(x1, x2, gamma, epsilon=1e-6):
     _check_float("npu_add_rms_norm", x1=x1, x2=x2)
+    same_shape("npu_add_rms_norm", x1=x1, x2=x2)
     x = (opmath(x1).float() + opmath(x2).float()).to(x1.dtype)
     y, rstd = _rms("npu_add_rms_norm", x, gamma, epsilon)
     return y, rstd, x
@@ -135,6 +137,11 @@ def npu_apply_rotary_pos_emb(query, key, cos, sin, layout="BSND", rotary_mode="h
         raise ValueError(f"npu::{op}: query, key, cos and sin must have one last dim (a narrower cos is not simulated)")
     if width % (4 if rotary_mode == "quarter" else 2):
         raise ValueError(f"npu::{op}: the last dim {width} does not split for rotary_mode {rotary_mode!r}")
+    same_shape(op, cos=cos, sin=sin)
+    for name, tensor in (("query", query), ("key", key)):
+        if any(c not in (1, n) for c, n in zip(cos.shape, tensor.shape, strict=True)):
+            raise ValueError(f"npu::{op}: cos/sin of shape {tuple(cos.shape)} do not broadcast to {name}'s "
+                             f"{tuple(tensor.shape)}")
     c, s = opmath(cos).float(), opmath(sin).float()
     outs = []
     for x in (query, key):
@@ -148,6 +155,10 @@ def npu_interleave_rope(x, cos, sin):
     _check_float(op, x=x, cos=cos, sin=sin)
     if x.dim() != 4 or x.shape[-1] % 2 or cos.shape[-1] != x.shape[-1] or sin.shape[-1] != x.shape[-1]:
         raise ValueError(f"npu::{op}: x must be 4-D (B, N, S, D) with an even D equal to cos's and sin's")
+    same_shape(op, cos=cos, sin=sin)
+    if cos.dim() != 4 or any(c not in (1, n) for c, n in zip(cos.shape, x.shape, strict=True)):
+        raise ValueError(f"npu::{op}: cos/sin of shape {tuple(cos.shape)} must be 4-D and broadcast to x's "
+                         f"{tuple(x.shape)} (B or 1, 1, S or 1, D)")
     wide = opmath(x).float()
     q = torch.cat((wide[..., ::2], wide[..., 1::2]), dim=-1)
     return (q * opmath(cos).float() + _rotate(q, "half", op) * opmath(sin).float()).to(x.dtype)
@@ -180,6 +191,7 @@ def npu_scatter_nd_update(self, indices, updates):
 
 
 def npu_scatter_nd_update_(self, indices, updates):
+    writable("npu_scatter_nd_update_", self=self)
     rows, values = _scatter_nd("npu_scatter_nd_update_", self, indices, updates)
     if rows.shape[0]:
         self[tuple(rows.t())] = values

@@ -157,6 +157,8 @@ def init_routing(x, row_idx, expert_idx, *, active_num):
                f"{list(expert_idx.shape)} both (N, K)")
     if active_num < 0:
         refuse(f"active_num {active_num} is negative")
+    require_dtype("row_idx", row_idx, (torch.int32,))
+    require_dtype("expert_idx", expert_idx, (torch.int32,))
     rows, k = expert_idx.shape
     flat_rows = row_idx.reshape(-1).long()
     if not torch.equal(torch.sort(flat_rows).values, torch.arange(rows * k)):
@@ -294,6 +296,18 @@ def finalize_routing(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_
     if top <= 0 or total % top:
         refuse(f"expanded_row_idx has {total} entries, not a multiple of K = {top}")
     rows, hidden = total // top, expanded_x.shape[-1]
+    if expanded_x.dim() != (2 if drop_pad_mode in (0, 2) else 3):
+        refuse(f"expanded_x {list(expanded_x.shape)} must be {'2' if drop_pad_mode in (0, 2) else '3'}-D "
+               f"in drop_pad_mode {drop_pad_mode}")
+    for name, tensor, want in (("x1", x1, [rows, hidden]), ("x2", x2, [rows, hidden]), ("scales", scales, [rows, top]),
+                               ("expert_idx", expert_idx, [rows, top])):
+        if tensor is not None and list(tensor.shape) != want:
+            refuse(f"{name} {list(tensor.shape)} must be {want} (expanded_row_idx gives {rows} rows and K = {top})")
+    if bias is not None and (bias.dim() != 2 or bias.shape[1] != hidden):
+        refuse(f"bias {list(bias.shape)} must be (E, {hidden})")
+    if expert_idx is not None and expert_idx.numel() and bias is not None and bool(
+            ((expert_idx < 0) | (expert_idx >= bias.shape[0])).any()):
+        refuse(f"expert_idx has entries outside [0, {bias.shape[0]}) (bias's experts)")
     flat_rows = expanded_x.reshape(-1, hidden).float()
     index = expanded_row_idx.long()
     pos = index.reshape(top, rows).t() if drop_pad_mode in (0, 1) else index.reshape(rows, top)
