@@ -1,4 +1,5 @@
-"""CPU reference kernels of torch_npu's dense ops: GELU, dtype cast, linear, transpose-batchmatmul.
+"""CPU reference kernels of torch_npu's dense ops: GELU, dtype cast, linear, transpose-batchmatmul; and small
+ops of no other family: add-RMS-norm-cast, group-norm-SiLU, prefetch.
 
 Semantics from torch_npu's docs (the wheel's ``_op_plugin_docs.py``), its Meta functions, and CANN's
 operator docs (ops-nn ``TransposeBatchMatMul``); 16-bit floats are computed in float32 and rounded once:
@@ -28,6 +29,13 @@ operator docs (ops-nn ``TransposeBatchMatMul``); 16-bit floats are computed in f
   the softmax of what is left, the values whose ascending cumulative probability is <= 1 - p become -inf
   (the largest always stays); the result in the original order. p or k may be None (that filter is
   skipped), not both.
+* ``npu_add_rms_norm_cast(x1, x2, gamma, epsilon)`` (ops-nn aclnnAddRmsNormCast): npu_add_rms_norm's
+  ``(y, rstd, x)`` and ``float32(y)`` first (the doc's ``y1Out = float(y2Out)``, the widening of rounded y).
+* ``npu_group_norm_silu(input, weight, bias, group, eps)`` (ops-nn GroupNormSilu, torch_npu's docs):
+  ``silu(group_norm(input) * weight + bias)`` in float32, rounded once, with the per-(N, group) mean and
+  rstd = 1 / sqrt(population variance + eps) (in weight's dtype when weight and bias are given, as the Meta).
+* ``npu_prefetch(self, dependency, max_size, offset)``: a prefetch into the NPU's L2 cache: no output and no
+  effect on any value, so nothing is done beyond checking max_size > 0 and offset >= 0.
 """
 from __future__ import annotations
 
@@ -154,7 +162,37 @@ def npu_top_k_top_p(logits, p=None, k=None):
     return torch.empty_like(values).scatter_(1, indices, values).to(logits.dtype)
 
 
+def npu_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-6):
+    from .reference import npu_add_rms_norm
+
+    if x1.dtype not in (torch.float16, torch.bfloat16):
+        raise TypeError(f"npu::npu_add_rms_norm_cast: x1 has dtype {x1.dtype}; CANN takes float16 or bfloat16")
+    y, rstd, x = npu_add_rms_norm(x1, x2, gamma, epsilon)
+    return y.float(), y, rstd, x
+
+
+def npu_group_norm_silu(input, weight, bias, group, eps=1e-5):  # noqa: A002  (schema name)
+    op = "npu_group_norm_silu"
+    if input.dim() < 2 or group <= 0 or input.shape[1] % group:
+        raise ValueError(f"npu::{op}: input {tuple(input.shape)} must be (N, C, *) with C divisible by group={group}")
+    wide = input.float()
+    normed = torch.nn.functional.group_norm(wide, group, None if weight is None else weight.float(),
+                                            None if bias is None else bias.float(), eps)
+    variance, mean = torch.var_mean(wide.reshape(input.shape[0], group, -1), dim=-1, unbiased=False)
+    stats = weight.dtype if weight is not None and bias is not None else input.dtype
+    return (torch.nn.functional.silu(normed).to(input.dtype), mean.to(stats),
+            torch.rsqrt(variance + eps).to(stats))
+
+
+def npu_prefetch(self, dependency, max_size, offset=0):
+    if max_size <= 0 or offset < 0:
+        raise ValueError(f"npu::npu_prefetch: max_size {max_size} must be > 0 and offset {offset} >= 0")
+
+
 KERNELS = {
+    "npu_add_rms_norm_cast": npu_add_rms_norm_cast,
+    "npu_group_norm_silu": npu_group_norm_silu,
+    "npu_prefetch": npu_prefetch,
     "npu_format_cast": npu_format_cast,
     "npu_top_k_top_p": npu_top_k_top_p,
     "npu_gelu": npu_gelu,
