@@ -146,3 +146,32 @@ def test_strided_slice_backward_with_dynamic_sizes():
         got, x.grad = x.grad, None
         step(x).backward()
         torch.testing.assert_close(got, x.grad)
+
+
+CORE = {  # op_plugin/_lowering/core_converters.py: core-ATen ops TorchAir does not lower
+    "amin": lambda x: x.amin(1) + x.amin(),
+    "min_dim": lambda x: x.min(1).values * 2 + x.min(1).indices,
+    "min_all": lambda x: x - x.min(),
+    "any_all": lambda x: (x > 0).any(dim=(0,)).float().sum() + (x > -1).all(1).float().sum() + (x > 0).all(),
+    "prod": lambda x: x.prod(1, keepdim=True) + x.prod(),
+    "isnan": lambda x: torch.isnan(x.log()).float() + torch.isnan(x.int()).float(),
+    "squeeze_dims": lambda x: x.unsqueeze(0).unsqueeze(2).squeeze((0, 2)) * 2,
+    "clamp_one_side": lambda x: x.clamp(max=0.3) + torch.clamp_min(x, x.mean(0)) + torch.clamp_max(x, x.flip(0)),
+    "atan2": lambda x: torch.atan2(x, x.flip(0)),
+    "logical_xor": lambda x: torch.logical_xor(x > 0, x.flip(1) > 0).float(),
+}
+
+
+CORE_GE_TYPES = {"amin": "ReduceMin", "min_dim": "ArgMinWithValue", "min_all": "ReduceMin", "any_all": "ReduceAll",
+                 "prod": "ReduceProd", "isnan": "IsNan", "squeeze_dims": "Squeeze", "atan2": "Atan2",
+                 "logical_xor": "NotEqual", "clamp_one_side": "ClipByValueV2"}
+
+
+@pytest.mark.parametrize("name", sorted(CORE))
+def test_core_op_static(name):
+    check_compiled(CORE[name], (torch.randn(4, 5),), CORE_GE_TYPES[name])
+
+
+@pytest.mark.parametrize("name", sorted(CORE))
+def test_core_op_dynamic(name):
+    check_dynamic_sizes(CORE[name], [(torch.randn(4, 5),), (torch.randn(6, 7),)])

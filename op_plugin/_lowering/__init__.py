@@ -21,6 +21,7 @@ from . import (  # noqa: F401
     aten_completions,
     aten_converters,
     collective_converters,
+    core_converters,
     foreach_converters,
     moe_converters,
     npu_moe_converters,

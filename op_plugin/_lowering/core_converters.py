@@ -1,0 +1,132 @@
+"""op_plugin's GE converters for core-ATen reductions and elementwise ops TorchAir does not lower
+(`when="missing"`; `registry`), each lowered to the CANN op TorchAir's converter of its sibling uses.
+
+docs/aten-ops-without-converter.md listed them as "not lowered yet": `x.amin(dim)`, `x.min(dim)`,
+`x.any(dims)` / `x.all(dim)`, `torch.isnan`, `x.squeeze((0, 1))`, `x.clamp(max=...)` with only one
+bound, `torch.atan2`, `x.prod()`, `torch.logical_xor` reach them through plain model code.
+"""
+from __future__ import annotations
+
+import torch
+
+from .cases import BOOL, F32, I32, Support
+from .registry import aten_converter
+from .torchair_api import TorchAirApi
+
+aten = torch.ops.aten
+
+
+def _axes(ta: TorchAirApi, self, dim):
+    """`dim` as an int64 Const of axes; None or empty: every dim (aten's convention)."""
+    if isinstance(dim, int):
+        dims = [dim]
+    else:
+        dims = list(dim) if dim else list(range(self.rank))
+    return ta.graph.Const(dims, dtype=ta.graph.DataType.DT_INT64)
+
+
+@aten_converter(aten.amin.default, when="missing",
+                cases=[Support(F32(3, 4, 5), [1], True), Support(F32(3, 4)), Support(F32(2, 3, 4), [0, 2])])
+def amin(ta: TorchAirApi, self, dim=(), keepdim=False, meta_outputs=None):
+    """`aten.amin`: `ReduceMin(x, axes, keep_dims)`, the op TorchAir's `max.default`/op_plugin's
+    `amax` use for the maximum (torch_npu eager: aclnnAmin); `dim=[]` reduces every dim."""
+    return ta.ge.ReduceMin(self, _axes(ta, self, dim), keep_dims=keepdim)
+
+
+@aten_converter(aten.min.default, when="missing", cases=[Support(F32(3, 4)), Support(I32(5))])
+def min_all(ta: TorchAirApi, self, meta_outputs=None):
+    """`aten.min.default` (`x.min()`): `ReduceMin` over every dim, as TorchAir lowers `max.default`."""
+    return ta.ge.ReduceMin(self, _axes(ta, self, None), keep_dims=False)
+
+
+@aten_converter(aten.min.dim, when="missing", cases=[Support(F32(4, 5), 1), Support(F32(3, 4, 2), 0, True)])
+def min_dim(ta: TorchAirApi, self, dim, keepdim=False, meta_outputs=None):
+    """`aten.min.dim` (values, indices): `ArgMinWithValue(x, dimension, keep_dims)`, the mirror of
+    TorchAir's `max.dim` (ArgMaxWithValue); indices cast to the node's dtype (int64)."""
+    index, values = ta.ge.ArgMinWithValue(self, dimension=dim, keep_dims=keepdim)
+    return values, ta.dtype_promote(index, target_dtype=meta_outputs[1].dtype)
+
+
+def _reduce_bool(ta: TorchAirApi, ge_type: str, self, dim, keepdim, meta_outputs):
+    flags = ta.dtype_promote(self, target_dtype=ta.graph.DataType.DT_BOOL)
+    reduced = getattr(ta.ge, ge_type)(flags, _axes(ta, self, dim), keep_dims=keepdim)
+    return ta.dtype_promote(reduced, target_dtype=meta_outputs.dtype)
+
+
+@aten_converter(aten.any.dims, when="missing", cases=[Support(BOOL(3, 4), [1]), Support(F32(2, 3, 4), [0, 2], True)])
+def any_dims(ta: TorchAirApi, self, dim=None, keepdim=False, meta_outputs=None):
+    """`aten.any.dims`: `ReduceAny(x != 0, axes, keep_dims)`, the result cast to the node's dtype
+    (bool; uint8 for a uint8 input, as aten)."""
+    return _reduce_bool(ta, "ReduceAny", self, dim, keepdim, meta_outputs)
+
+
+@aten_converter(aten.all.dim, when="missing", cases=[Support(BOOL(3, 4), 1), Support(F32(2, 3), 0, True)])
+@aten_converter(aten.all.dims, when="missing", cases=[Support(BOOL(3, 4, 2), [0, 2])])
+def all_dims(ta: TorchAirApi, self, dim=None, keepdim=False, meta_outputs=None):
+    """`aten.all.dim` / `aten.all.dims`: `ReduceAll(x != 0, axes, keep_dims)`, cast to the node's dtype."""
+    return _reduce_bool(ta, "ReduceAll", self, dim, keepdim, meta_outputs)
+
+
+@aten_converter(aten.prod.default, when="missing", cases=[Support(F32(3, 4, value_range=(0.5, 1.5)))])
+@aten_converter(aten.prod.dim_int, when="missing", cases=[Support(F32(3, 4, value_range=(0.5, 1.5)), 1, True)])
+def prod(ta: TorchAirApi, self, dim=None, keepdim=False, *, dtype=None, meta_outputs=None):
+    """`aten.prod` (every dim, or one): `ReduceProd(x in the node's dtype, axes, keep_dims)` (aten
+    computes an integer input's product in int64, the node's dtype)."""
+    x = ta.dtype_promote(self, target_dtype=meta_outputs.dtype)
+    return ta.ge.ReduceProd(x, _axes(ta, self, dim), keep_dims=keepdim)
+
+
+@aten_converter(aten.isnan.default, when="missing", cases=[Support(F32(3, 4))])
+def isnan(ta: TorchAirApi, self, meta_outputs=None):
+    """`aten.isnan`: `IsNan(x)` (torch_npu eager: aclnnIsNan); an integer input has no NaN."""
+    data_type = ta.graph.DataType
+    if self.dtype not in (data_type.DT_FLOAT, data_type.DT_FLOAT16, data_type.DT_BF16, data_type.DT_DOUBLE):
+        return ta.ge.Fill(ta.ge.Shape(self), ta.graph.Const(False, dtype=data_type.DT_BOOL))
+    return ta.ge.IsNan(self)
+
+
+@aten_converter(aten.squeeze.dims, when="missing", cases=[Support(F32(1, 3, 1, 4), [0, 2]), Support(F32(2, 1), [0, 1])])
+def squeeze_dims(ta: TorchAirApi, self, dim, meta_outputs=None):
+    """`aten.squeeze.dims` (`x.squeeze((0, 2))`): the listed dims of size 1 removed, others kept
+    (aten); a symbolic size is never 1 (dynamo specialises sizes 0 and 1). `Squeeze(axis)`, or
+    `Identity` when none is 1."""
+    rank = self.rank
+    sizes = self.symsize
+    axes = sorted({d % rank for d in dim if rank and sizes[d % rank] == 1})
+    return ta.ge.Squeeze(self, axis=axes) if axes else ta.ge.Identity(self)
+
+
+@aten_converter(aten.clamp_max.default, when="missing", cases=[Support(F32(3, 4), 0.2)])
+def clamp_max(ta: TorchAirApi, self, max, meta_outputs=None):  # noqa: A002 (aten's name)
+    """`aten.clamp_max` (`x.clamp(max=m)`): TorchAir's own `clamp.default` converter with no lower bound."""
+    return ta.lowering(aten.clamp.default)(self, None, max, meta_outputs=meta_outputs)
+
+
+@aten_converter(aten.clamp_max.Tensor, when="missing", cases=[Support(F32(3, 4), F32(3, 4))])
+def clamp_max_tensor(ta: TorchAirApi, self, max, meta_outputs=None):  # noqa: A002
+    """`aten.clamp_max.Tensor`: TorchAir's `clamp.Tensor` converter with no lower bound."""
+    return ta.lowering(aten.clamp.Tensor)(self, None, max, meta_outputs=meta_outputs)
+
+
+@aten_converter(aten.clamp_min.Tensor, when="missing", cases=[Support(F32(3, 4), F32(4))])
+def clamp_min_tensor(ta: TorchAirApi, self, min, meta_outputs=None):  # noqa: A002
+    """`aten.clamp_min.Tensor`: TorchAir's `clamp.Tensor` converter with no upper bound."""
+    return ta.lowering(aten.clamp.Tensor)(self, min, None, meta_outputs=meta_outputs)
+
+
+@aten_converter(aten.atan2.default, when="missing", cases=[Support(F32(3, 4), F32(3, 4)), Support(F32(2, 3), F32(3))])
+def atan2(ta: TorchAirApi, self, other, meta_outputs=None):
+    """`aten.atan2(y, x)`: `Atan2(x1=y, x2=x)` (REG_OP Atan2: atan(x1 / x2) with the quadrant of both;
+    torch_npu eager: aclnnAtan2), inputs promoted to the node's dtype."""
+    y, x = ta.dtype_promote(self, other, target_dtype=meta_outputs.dtype)
+    return ta.ge.Atan2(y, x)
+
+
+@aten_converter(aten.logical_xor.default, when="missing",
+                cases=[Support(BOOL(3, 4), BOOL(3, 4)), Support(F32(3), I32(3))])
+def logical_xor(ta: TorchAirApi, self, other, meta_outputs=None):
+    """`aten.logical_xor`: `NotEqual(x != 0, y != 0)` (GE has no LogicalXor in TorchAir's op set),
+    cast to the node's dtype (bool)."""
+    bool_type = ta.graph.DataType.DT_BOOL
+    a, b = ta.dtype_promote(self, other, target_dtype=bool_type)
+    return ta.dtype_promote(ta.ge.NotEqual(a, b), target_dtype=meta_outputs.dtype)
