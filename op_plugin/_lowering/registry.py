@@ -183,7 +183,7 @@ def _npu_target(ta: TorchAirApi, qualname: str) -> Any | None:
     host), with TorchAir's custom converters imported first (TorchAir imports them lazily, at its
     first lookup), so that a completion finds TorchAir's converter to complete; None if undefined."""
     op = library_op(qualname)
-    if op is not None:
+    if op is not None and qualname.startswith("npu::"):  # torch_npu's ops: TorchAir's `custom` package
         ta._module("_ge_concrete_graph.ge_converter.custom")  # pylint: disable=protected-access
     return op
 

@@ -68,10 +68,15 @@ def flattened_input_attrs(example_inputs, plain_attrs: dict) -> dict:
 def _install_subclass_input_fixes(torchair: Any) -> None:
     import torch  # pylint: disable=import-outside-toplevel
 
-    # TorchAir's own modules, reached through the package handed in (both are loaded by its import)
-    npu_fx_compiler = torchair.npu_fx_compiler
-    GeConcreteGraph = torchair._ge_concrete_graph.fx2ge_converter.GeConcreteGraph  # pylint: disable=protected-access
-    is_sym = torchair.ge._ge_graph.is_sym  # pylint: disable=protected-access
+    # TorchAir's own modules, reached through the package handed in (its import loads them); a TorchAir
+    # without them (another version's layout) has not these functions to fix: it is left as it is.
+    try:
+        npu_fx_compiler = torchair.npu_fx_compiler
+        GeConcreteGraph = torchair._ge_concrete_graph.fx2ge_converter.GeConcreteGraph  # pylint: disable=protected-access
+        is_sym = torchair.ge._ge_graph.is_sym  # pylint: disable=protected-access
+        npu_fx_compiler._get_inputs_custom_attr  # noqa: B018  pylint: disable=protected-access,pointless-statement
+    except AttributeError:
+        return
 
     get_attrs = npu_fx_compiler._get_inputs_custom_attr
     if not getattr(get_attrs, "_op_plugin_fixed", False):
