@@ -76,3 +76,14 @@ def test_prefetch_has_no_effect_and_checks_its_arguments():
     assert npu.npu_prefetch(x, x, 2) is None and torch.equal(x, before)
     with pytest.raises(ValueError, match="npu_prefetch: max_size 0"):
         npu.npu_prefetch(x, x, 0)
+
+
+def test_add_rms_norm_v2_functional_is_add_rms_norm_reordered_and_leaves_its_inputs():
+    x1, x2, gamma = torch.randn(2, 8).half(), torch.randn(2, 8).half(), torch.randn(8).half()
+    before = x1.clone(), x2.clone()
+    rstd, y, x = npu.npu_add_rms_norm_v2_functional(x1, x2, gamma)
+    y1, y2, rstd2, x_sum = npu.npu_add_rms_norm_cast(x1, x2, gamma)
+    assert torch.equal(rstd, rstd2) and torch.equal(y, y2) and torch.equal(x, x_sum)
+    assert torch.equal(x1, before[0]) and torch.equal(x2, before[1])
+    check_compiled(lambda a, b, g: npu.npu_add_rms_norm_v2_functional(a, b, g), (x1, x2, gamma), "AddRmsNorm",
+                   kind="npu_ops")

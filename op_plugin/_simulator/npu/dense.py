@@ -31,6 +31,9 @@ operator docs (ops-nn ``TransposeBatchMatMul``); 16-bit floats are computed in f
   skipped), not both.
 * ``npu_add_rms_norm_cast(x1, x2, gamma, epsilon)`` (ops-nn aclnnAddRmsNormCast): npu_add_rms_norm's
   ``(y, rstd, x)`` and ``float32(y)`` first (the doc's ``y1Out = float(y2Out)``, the widening of rounded y).
+* ``npu_add_rms_norm_v2_functional(x1, x2, gamma, epsilon)``: the functional form of the in-place
+  npu_add_rms_norm_v2 (no torch_npu doc; TorchAir's converter defines it): AddRmsNorm on copies of x1 and x2,
+  returning ``(rstd, y, x)``, y and x being what npu_add_rms_norm_v2 writes into x1 and x2.
 * ``npu_group_norm_silu(input, weight, bias, group, eps)`` (ops-nn GroupNormSilu, torch_npu's docs):
   ``silu(group_norm(input) * weight + bias)`` in float32, rounded once, with the per-(N, group) mean and
   rstd = 1 / sqrt(population variance + eps) (in weight's dtype when weight and bias are given, as the Meta).
@@ -171,6 +174,13 @@ def npu_add_rms_norm_cast(x1, x2, gamma, epsilon=1e-6):
     return y.float(), y, rstd, x
 
 
+def npu_add_rms_norm_v2_functional(x1, x2, gamma, epsilon=1e-6):
+    from .reference import npu_add_rms_norm
+
+    y, rstd, x = npu_add_rms_norm(x1, x2, gamma, epsilon)
+    return rstd, y, x
+
+
 def npu_group_norm_silu(input, weight, bias, group, eps=1e-5):  # noqa: A002  (schema name)
     op = "npu_group_norm_silu"
     if input.dim() < 2 or group <= 0 or input.shape[1] % group:
@@ -191,6 +201,7 @@ def npu_prefetch(self, dependency, max_size, offset=0):
 
 KERNELS = {
     "npu_add_rms_norm_cast": npu_add_rms_norm_cast,
+    "npu_add_rms_norm_v2_functional": npu_add_rms_norm_v2_functional,
     "npu_group_norm_silu": npu_group_norm_silu,
     "npu_prefetch": npu_prefetch,
     "npu_format_cast": npu_format_cast,

@@ -20,6 +20,10 @@ Semantics from torch_npu's ``_op_plugin_docs.py`` and hicann ops-nn (``quant/deq
 * anti-quant (ops-nn ``quant/ascend_anti_quant_v2`` aclnn doc): ``y = dst_dtype((x + offset) * scale)`` in
   float32, int8 x, scale/offset of one element or one per last-axis element; int4 (packed in int32),
   hifloat8 and fp8 inputs are refused by name (not emulated).
+* trans-quant-param (ops-nn ``quant/trans_quant_param_v2`` README): int64 ``(bits(scale) & 0xFFFFE000) |
+  (1 << 46)``, and with an offset ``(clamp(round(offset), -256, 255) & 0x1FF) << 37``. round_mode 1 (rounding
+  the bits to the top 19 instead of truncating) is refused: the README does not give the rounding rule
+  bit-exactly; so is an offset exactly halfway between integers (the README's Round does not give the tie).
 """
 from __future__ import annotations
 
@@ -200,8 +204,30 @@ def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
     return (value * scale.float()).to(out_dtype)   # aclnnAscendAntiQuant: y = dst((x + offset) * scale)
 
 
+def npu_trans_quant_param(scale, offset=None, round_mode=0):
+    op = "npu_trans_quant_param"
+    if scale.dtype != torch.float32 or (offset is not None and offset.dtype != torch.float32):
+        _fail(op, "scale and offset must be float32 (CANN's TransQuantParamV2)")
+    if round_mode not in (0, None):
+        _fail(op, f"round_mode={round_mode}: only 0 (truncation to the top 19 bits) is simulated; CANN's README does "
+                  "not give mode 1's rounding bit-exactly", NotImplementedError)
+    shape = torch.broadcast_shapes(scale.shape, offset.shape) if offset is not None else scale.shape
+    packed = (scale.view(torch.int32).to(torch.int64) & _FP19_BITS) | _QUANT_FLAG_BIT
+    packed = packed.expand(shape)
+    if offset is not None:
+        if bool((offset.frac().abs() == 0.5).any()):
+            _fail(op, "an offset exactly halfway between integers: CANN's README does not say how Round breaks the tie")
+        nine = torch.round(offset).clamp(-256, 255).to(torch.int64) & 0x1FF
+        packed = (packed & 0x4000FFFFFFFF) | (nine << 37)
+    return packed.contiguous()
+
+
+_FP19_BITS, _QUANT_FLAG_BIT = 0xFFFFE000, 1 << 46
+
+
 KERNELS = {
     "npu_anti_quant": npu_anti_quant,
+    "npu_trans_quant_param": npu_trans_quant_param,
     "npu_dequant_swiglu_quant": npu_dequant_swiglu_quant,
     "npu_add_rms_norm_dynamic_quant": npu_add_rms_norm_dynamic_quant,
     "npu_add_rms_norm_quant": npu_add_rms_norm_quant,

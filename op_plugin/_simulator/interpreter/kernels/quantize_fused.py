@@ -19,6 +19,9 @@ float-to-int8 casts saturating:
   CANN). Its prototype is ops-nn's ``norm/add_rms_norm_quant/op_graph/add_rms_norm_quant_proto.h``.
 * AscendAntiQuantV2 (ops-nn ``quant/ascend_anti_quant_v2`` aclnn doc): y = dst_type((x + offset) · scale),
   · scale twice with sqrt_mode, in float32; int8 x only (int4, hifloat8 and fp8 inputs are refused).
+* TransQuantParamV2 (ops-nn ``quant/trans_quant_param_v2`` README): y = (bits(scale) & 0xFFFFE000) | 1 << 46,
+  the offset's 9 bits (rounded, clamped to [-256, 255]) at bits 37-45; round_mode 1 and offsets at .5 refused
+  (the README gives neither rounding bit-exactly).
 """
 from __future__ import annotations
 
@@ -187,3 +190,18 @@ def ascend_anti_quant_v2(x, scale, offset, *, dst_type, sqrt_mode):
     value = x.float() if offset is None else x.float() + offset.float()
     value = value * scale.float()
     return (value * scale.float() if sqrt_mode else value).to(out_dtype)
+
+
+@ge_kernel("TransQuantParamV2", accepts={"scale": (torch.float32,), "offset": (torch.float32,)})
+def trans_quant_param_v2(scale, offset, *, round_mode):
+    """The FP19 scale (float32's top 19 bits) at bits 0-31, bit 46 set, the int9 offset at bits 37-45."""
+    if round_mode != 0:
+        refuse(f"round_mode={round_mode}: only 0 (truncation) is simulated; the README does not give mode 1's rounding")
+    out = torch.bitwise_or(torch.bitwise_and(scale.view(torch.int32).to(torch.int64), 0xFFFFE000), 1 << 46)
+    if offset is None:
+        return out
+    if bool(((offset - offset.trunc()).abs() == 0.5).any()):
+        refuse("an offset exactly halfway between integers: the README does not say how Round breaks the tie")
+    nine = torch.bitwise_and(torch.clamp(torch.round(offset), -256, 255).to(torch.int64), 0x1FF)
+    out, nine = torch.broadcast_tensors(out, nine)
+    return torch.bitwise_or(torch.bitwise_and(out, 0x4000FFFFFFFF), torch.bitwise_left_shift(nine, 37))
