@@ -11,7 +11,10 @@ npu = torch.ops.npu
 
 def _oracle(x, scale, offset, dtype):
     rows = x.reshape(-1, x.shape[-1]).tolist()
-    pick = (lambda t, j: float(t[0] if t.numel() == 1 else t[j]))
+
+    def pick(t, j):
+        return float(t[0] if t.numel() == 1 else t[j])
+
     out = [[(v + (pick(offset, j) if offset is not None else 0.0)) * pick(scale, j) for j, v in enumerate(row)]
            for row in rows]
     return torch.tensor(out, dtype=torch.float64).reshape(x.shape).to(dtype)

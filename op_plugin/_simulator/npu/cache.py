@@ -27,6 +27,12 @@
   ``is_output_kv`` says (on an NPU they are only written when it is True). The v1 op updates the caches in
   place (as on an NPU, though its schema declares no mutation) and returns copies of them; v2 is declared
   in place; ``_v2_functional`` returns new caches.
+* ``npu_scatter_list(self, indices, updates, mask, reduce, axis)`` (ops-nn ``index/scatter_list``, its
+  golden): new copies of the tensors of ``self``; for each ``i`` whose ``mask[i]`` is not 0 (all without
+  mask), ``self[i]``'s window ``[start, start + n)`` along ``axis`` (of ``updates``, which has one more leading
+  dim; the var axis is one less) takes ``updates[i]``'s first ``n`` rows: 1-D ``indices[i]`` is ``start`` with
+  ``n`` the updates' axis size, 2-D ``indices[i]`` is ``[start, n]``. A window outside the var axis is refused
+  (the README: out-of-range indices are not supported), as is a reduce other than ``"update"``.
 """
 from __future__ import annotations
 
@@ -250,7 +256,43 @@ def npu_kv_rmsnorm_rope_cache_v2_functional(kv, gamma, cos, sin, index, k_cache,
     return k_rope, c_kv, k_out, ckv_out
 
 
+def scatter_list_windows(op, var, indices, updates, mask, reduce, axis):
+    """(list index, var axis, start, rows) of each window ScatterList writes; refuses what CANN leaves undefined."""
+    if reduce != "update":
+        raise ValueError(f"npu::{op}: reduce={reduce!r}: CANN's ScatterList documents 'update' only")
+    if updates.dim() < 2 or updates.shape[0] != len(var):
+        raise ValueError(f"npu::{op}: updates {tuple(updates.shape)} must lead with one entry per tensor ({len(var)})")
+    up_axis = axis + updates.dim() if axis < 0 else axis
+    if not 1 <= up_axis < updates.dim():
+        raise ValueError(f"npu::{op}: axis {axis} is not a non-leading dim of updates {tuple(updates.shape)}")
+    if indices.dim() not in (1, 2) or indices.shape[0] != len(var) or (indices.dim() == 2 and indices.shape[1] != 2):
+        raise ValueError(f"npu::{op}: indices {tuple(indices.shape)} must be ({len(var)},) or ({len(var)}, 2)")
+    flags = None if mask is None else mask.reshape(-1).tolist()
+    windows = []
+    for i, tensor in enumerate(var):
+        if tensor.dim() != updates.dim() - 1:
+            raise ValueError(f"npu::{op}: self[{i}] {tuple(tensor.shape)} must have one dim fewer than updates")
+        if flags is not None and flags[i] == 0:
+            continue
+        row, width = indices[i].tolist(), updates.shape[up_axis]
+        start, rows = (row[0], min(row[1], width)) if indices.dim() == 2 else (row, width)
+        if rows > 0 and (start < 0 or start + rows > tensor.shape[up_axis - 1]):
+            raise ValueError(f"npu::{op}: self[{i}]'s window [{start}, {start + rows}) leaves its axis of size "
+                             f"{tensor.shape[up_axis - 1]} (CANN: out-of-range indices are not supported)")
+        if rows > 0:
+            windows.append((i, up_axis - 1, start, rows))
+    return windows
+
+
+def npu_scatter_list(self, indices, updates, mask=None, reduce="update", axis=-2):
+    out = [tensor.clone() for tensor in self]
+    for i, dim, start, rows in scatter_list_windows("npu_scatter_list", self, indices, updates, mask, reduce, axis):
+        out[i].narrow(dim, start, rows).copy_(updates[i].narrow(dim, 0, rows))
+    return out
+
+
 KERNELS = {
+    "npu_scatter_list": npu_scatter_list,
     "npu_scatter_pa_kv_cache": npu_scatter_pa_kv_cache,
     "npu_scatter_pa_kv_cache_functional": npu_scatter_pa_kv_cache_functional,
     "npu_kv_rmsnorm_rope_cache": npu_kv_rmsnorm_rope_cache,
