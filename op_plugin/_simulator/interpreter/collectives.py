@@ -40,7 +40,9 @@ _AGREEMENT_PREFIX = "op_plugin/hcom/agree"
 GROUP_COLLECTIVES = frozenset({"HcomAllReduce", "HcomAllGather", "HcomReduceScatter", "HcomBroadcast",
                                "HcomAllToAllV", "HcomAllToAll", "HcomAllGatherV", "HcomReduceScatterV",
                                # MC2: a matmul fused with a collective (kernels/mc2.py)
-                               "MatmulAllReduce", "AllGatherMatmul", "MatmulReduceScatter"})
+                               "MatmulAllReduce", "AllGatherMatmul", "MatmulReduceScatter",
+                               # MoE expert parallelism over the EP group (kernels/moe_distribute.py)
+                               "MoeDistributeDispatch", "MoeDistributeCombine"})
 POINT_TO_POINT = frozenset({"HcomSend", "HcomReceive"})
 COLLECTIVE_TYPES = GROUP_COLLECTIVES | POINT_TO_POINT
 
@@ -177,7 +179,7 @@ def _disagreement(mine: dict, theirs: dict, me: int, peer: int) -> str | None:
 def agree(op, attrs: dict, args: list) -> None:
     """Check, before `op` runs for the first time in its plan, that every rank of its group is about
     to run the same collective (raises GeExecutionError naming the node otherwise; bounded wait)."""
-    group = attrs.get("group")
+    group = attrs.get("group", attrs.get("group_ep"))  # the MoE ops name their EP group group_ep
     where = f"{op.type} (node {op.name!r})"
     try:
         pg = process_group(group)
