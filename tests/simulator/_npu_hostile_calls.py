@@ -135,6 +135,13 @@ VALID = {
     "npu_dynamic_quant": lambda: ((_r(3, 8, dtype=F16),), {}),
     "npu_dynamic_quant_asymmetric": lambda: ((_r(3, 8, dtype=F16),), {}),
     "npu_quantize": lambda: ((_r(3, 4), torch.rand(4) + 0.5, None, torch.qint8, -1, False), {}),
+    "npu_add_rms_norm_cast": lambda: ((_r(2, 8, dtype=F16), _r(2, 8, dtype=F16), torch.rand(8).to(F16)), {}),
+    "npu_add_rms_norm_v2_functional": lambda: ((_r(2, 8, dtype=F16), _r(2, 8, dtype=F16), torch.rand(8).to(F16)), {}),
+    "npu_group_norm_silu": lambda: ((_r(2, 4, 3, 3), torch.rand(4), torch.rand(4), 2), {}),
+    "npu_trans_quant_param": lambda: ((torch.rand(4), torch.rand(4)), {}),
+    "npu_prefetch": lambda: ((_r(4, 4), None, 64), {}),
+    "npu_scatter_list": lambda: (([_r(2, 6, 4) for _ in range(3)], torch.tensor([0, 4, 3], dtype=I32),
+                                  _r(3, 2, 2, 4)), {"mask": torch.tensor([1, 0, 7], dtype=torch.uint8)}),
     "npu_anti_quant": lambda: ((torch.randint(-8, 8, (3, 4), dtype=torch.int8), torch.rand(4)),
                                {"offset": torch.rand(4)}),
     "npu_quant_matmul": _quant_matmul,
@@ -147,5 +154,6 @@ VALID = {
     "npu_dtype_cast_backward": lambda: ((_r(3), torch.float32), {}),
     "_npu_dtype_cast_backward": lambda: ((_r(3), torch.float32), {}),
 }
-# MC2 ops need a process group (hcom); their hostile cases belong with tests/distributed/test_mc2.py.
-NEEDS_PROCESS_GROUP = ("npu_mm_all_reduce_base", "npu_all_gather_base_mm", "npu_mm_reduce_scatter_base")
+# MC2 and MoE-distribute ops need a process group (hcom); their hostile cases belong with tests/distributed/test_mc2.py.
+NEEDS_PROCESS_GROUP = ("npu_mm_all_reduce_base", "npu_all_gather_base_mm", "npu_mm_reduce_scatter_base",
+                       "npu_moe_distribute_dispatch", "npu_moe_distribute_combine")

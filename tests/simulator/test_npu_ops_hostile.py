@@ -9,6 +9,8 @@ wrong dtypes, ranks, mismatched shapes, empty dims, NaN/Inf, out-of-range index 
 int arguments; hypothesis picks among them and draws arbitrary integers for int arguments and index values."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -28,6 +30,15 @@ def test_every_covered_op_has_a_valid_seed_call():
     assert set(VALID) | set(NEEDS_PROCESS_GROUP) == set(ops.COVERED)
 
 
+def _int_places(name, args, kwargs):
+    """int_arguments of the call, plus the schema's int arguments the call leaves at their defaults."""
+    schema = ops.overload_of(name)._schema
+    given = {a.name for a in schema.arguments[:len(args)]} | set(kwargs)
+    defaults = [("scalar", True, a.name, None) for a in schema.arguments
+                if a.name not in given and str(a.type) in ("int", "Optional[int]", "SymInt")]
+    return int_arguments(args, kwargs) + defaults
+
+
 def _outputs(value):
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
@@ -42,11 +53,15 @@ def _fake(mode, value):
 
 def _meta(op, args, kwargs):
     """The op's Meta on fake copies: its outputs, or the exception it raises."""
+    quiet = logging.getLogger("torch._subclasses.fake_tensor")
+    level, quiet.level = quiet.level, logging.CRITICAL  # a refusing Meta is logged as an error by FakeTensor
     try:
         with FakeTensorMode(allow_non_fake_inputs=True) as mode:
             return op(*[_fake(mode, a) for a in args], **{k: _fake(mode, v) for k, v in kwargs.items()})
     except Exception as error:  # the Meta refuses (or is itself broken): the CPU kernel must refuse too
         return error
+    finally:
+        quiet.setLevel(level)
 
 
 def _call(name, args, kwargs):
@@ -101,13 +116,27 @@ def check_variant(name, label, kind, args, kwargs):
 
 
 @pytest.mark.parametrize("name", sorted(VALID))
-@FEW
-@given(data=st.data())
-def test_hostile_variants_are_refused_by_name_or_right(name, data):
+def test_every_hostile_variant_is_refused_by_name_or_right(name):
+    """Each variant of each tensor argument (a few dozen per op, cheap): all of them, so a check a kernel
+    loses is found whatever hypothesis would have drawn."""
     torch.manual_seed(0)
     args, kwargs = VALID[name]()
-    label, kind, new_args, new_kwargs = data.draw(st.sampled_from(variants(args, kwargs)), label="variant")
-    check_variant(name, label, kind, new_args, new_kwargs)
+    for label, kind, new_args, new_kwargs in variants(args, kwargs):
+        check_variant(name, label, kind, new_args, new_kwargs)
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+@FEW
+@given(data=st.data())
+def test_two_hostile_changes_at_once(name, data):
+    """Two variants applied together (e.g. a float64 cache and an out-of-range slot), from random values."""
+    torch.manual_seed(data.draw(st.integers(0, 2 ** 16), label="seed"))
+    args, kwargs = VALID[name]()
+    options = variants(args, kwargs)
+    first, second = data.draw(st.lists(st.sampled_from(options), min_size=2, max_size=2), label="variants")
+    combined_args = [b if b is not a else f for a, f, b in zip(args, first[2], second[2], strict=True)]
+    combined_kwargs = {k: (second[3][k] if second[3][k] is not v else first[3][k]) for k, v in kwargs.items()}
+    check_variant(name, f"{first[0]} + {second[0]}", "hostile", combined_args, combined_kwargs)
 
 
 @pytest.mark.parametrize("name", sorted(VALID))
@@ -117,9 +146,10 @@ def test_arbitrary_integers_are_refused_by_name_or_right(name, data):
     """Any value in any int argument or element of an index tensor: sizes, lengths, block ids, group sizes, k."""
     torch.manual_seed(0)
     args, kwargs = VALID[name]()
-    if not int_arguments(args, kwargs):
+    places = _int_places(name, args, kwargs)
+    if not places:
         pytest.skip(f"{name} takes no integer argument")
-    where = data.draw(st.sampled_from(int_arguments(args, kwargs)), label="argument")
+    where = data.draw(st.sampled_from(places), label="argument")
     value = data.draw(st.one_of(st.integers(-4, 16), st.integers(-2 ** 63, 2 ** 63 - 1)), label="value")
     label, new_args, new_kwargs = replace_int(args, kwargs, where, value)
     if new_args is None:
@@ -131,7 +161,7 @@ def test_arbitrary_integers_are_refused_by_name_or_right(name, data):
 def test_huge_int_arguments_are_refused_before_allocating(name):
     """2**40 in each int argument (scalars and list elements): refused or harmless, never an allocation."""
     args, kwargs = VALID[name]()
-    scalars = [where for where in int_arguments(args, kwargs) if where[0] == "scalar"]
+    scalars = [where for where in _int_places(name, args, kwargs) if where[0] == "scalar"]
     if not scalars:
         pytest.skip(f"{name} takes no int argument")
     for where in scalars:

@@ -185,6 +185,11 @@ def npu_group_norm_silu(input, weight, bias, group, eps=1e-5):  # noqa: A002  (s
     op = "npu_group_norm_silu"
     if input.dim() < 2 or group <= 0 or input.shape[1] % group:
         raise ValueError(f"npu::{op}: input {tuple(input.shape)} must be (N, C, *) with C divisible by group={group}")
+    for name, tensor in (("input", input), ("weight", weight), ("bias", bias)):
+        if tensor is not None and tensor.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            raise TypeError(f"npu::{op}: {name} has dtype {tensor.dtype}; it takes float16, bfloat16 or float32")
+        if tensor is not None and name != "input" and tuple(tensor.shape) != (input.shape[1],):
+            raise ValueError(f"npu::{op}: {name} {tuple(tensor.shape)} must be (C,) = ({input.shape[1]},)")
     wide = input.float()
     normed = torch.nn.functional.group_norm(wide, group, None if weight is None else weight.float(),
                                             None if bias is None else bias.float(), eps)

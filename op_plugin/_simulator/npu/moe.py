@@ -113,7 +113,10 @@ def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=Fals
         tokens, experts, None, None, active_num=0, expert_capacity=0, expert_num=_PERMUTE_EXPERTS, drop_pad_mode=0,
         expert_tokens_num_type=1, expert_tokens_num_flag=True, quant_mode=-1,
         active_expert_range=[0, _PERMUTE_EXPERTS], row_idx_type=0)
-    return expanded[:permuted_rows(num_out_tokens, experts.numel())].contiguous(), sorted_indices
+    rows = permuted_rows(num_out_tokens, experts.numel())
+    if rows < 0:
+        raise KernelError(f"num_out_tokens {num_out_tokens} leaves {rows} rows of {experts.numel()} (its Meta refuses)")
+    return expanded[:rows].contiguous(), sorted_indices
 
 
 @_named("npu_moe_token_unpermute")

@@ -163,6 +163,8 @@ def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_
 def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None, scales2=None, zero_points2=None, *,
                            axis=-1, epsilon=1e-6, div_mode=True, dst_type=None):
     op = "npu_add_rms_norm_quant"
+    if axis != -1:
+        _fail(op, f"axis {axis}: only -1 (the last dim) is taken, as torch_npu's Meta says")
     if _int_out(op, "dst_type", scalar_dtype(op, "dst_type", dst_type, torch.int8)) != torch.int8:
         _fail(op, "y1/y2 are int8 only")
     x, y = _add_rms_for_quant(op, x1, x2, gamma, beta, epsilon)
@@ -211,6 +213,11 @@ def npu_trans_quant_param(scale, offset=None, round_mode=0):
     if round_mode not in (0, None):
         _fail(op, f"round_mode={round_mode}: only 0 (truncation to the top 19 bits) is simulated; CANN's README does "
                   "not give mode 1's rounding bit-exactly", NotImplementedError)
+    if not (scale.dim() == 1 or (scale.dim() == 2 and scale.shape[0] == 1)) or (
+            offset is not None and (offset.dim() != 1 if scale.dim() == 1 else offset.shape != scale.shape)):
+        given = None if offset is None else tuple(offset.shape)
+        _fail(op, f"scale {tuple(scale.shape)} must be (n,) or (1, n), offset {given}"
+                  " (n,) or (1,) beside an (n,) scale and scale's shape beside a (1, n) one (torch_npu's Meta)")
     shape = torch.broadcast_shapes(scale.shape, offset.shape) if offset is not None else scale.shape
     packed = (scale.view(torch.int32).to(torch.int64) & _FP19_BITS) | _QUANT_FLAG_BIT
     packed = packed.expand(shape)

@@ -152,7 +152,7 @@ def _stable_sort(keys):
 
 @ge_kernel("MoeInitRouting")
 def init_routing(x, row_idx, expert_idx, *, active_num):
-    if x.dim() != 2 or expert_idx.dim() != 2 or row_idx.shape != expert_idx.shape:
+    if x.dim() != 2 or expert_idx.dim() != 2 or row_idx.shape != expert_idx.shape or x.shape[0] != expert_idx.shape[0]:
         refuse(f"x {list(x.shape)} must be (N, H) and row_idx {list(row_idx.shape)} / expert_idx "
                f"{list(expert_idx.shape)} both (N, K)")
     if active_num < 0:
@@ -199,6 +199,8 @@ def init_routing_v3(x, expert_idx, scale, offset, *, active_num, expert_capacity
                     expert_tokens_num_type, expert_tokens_num_flag, quant_mode, active_expert_range, row_idx_type):
     if x.dim() != 2 or expert_idx.dim() != 2 or x.shape[0] != expert_idx.shape[0]:
         refuse(f"x {list(x.shape)} must be (N, H) and expert_idx {list(expert_idx.shape)} (N, K)")
+    if expert_tokens_num_type not in (0, 1, 2):
+        refuse(f"expert_tokens_num_type {expert_tokens_num_type} is not 0 (cumsum), 1 (count) or 2 (key-value)")
     require_dtype("x", x, _FLOATS + ((torch.int8,) if quant_mode == -1 else ()))
     if quant_mode not in (-1, 1):
         refuse(f"quant_mode {quant_mode}: only -1 (none) and 1 (dynamic int8) are simulated; static (0) is "
