@@ -133,10 +133,12 @@ def test_softplus_v2_grad_kernel_matches_torchs_softplus_backward(beta, threshol
 
 
 def test_strided_slice_backward_with_dynamic_sizes():
-    """`x[:, 1::2]` in training with dynamic=True: slice_backward gets symbolic sizes and end INT64_MAX,
-    which TorchAir cast to int32 before clamping it (op_plugin's slice_backward completion)."""
+    """Strided slices in training with dynamic=True: slice_backward gets symbolic sizes with end
+    INT64_MAX (TorchAir cast it to int32) or negative bounds (TorchAir did not wrap them): op_plugin's
+    slice_backward completion. Mamba's selective scan slices `x[:-1:2]`."""
     def step(x):
-        return (x[:, 1::2] * 3).sin().sum()
+        return ((x[:, 1::2] * 3).sin().sum() + x[:, :-1:2].cos().sum() + (x[:, -6:-1:3] * x[:, -6:-1:3]).sum()
+                + x[:, 20::2].sum())
 
     torch._dynamo.reset()
     compiled = torch.compile(step, backend="npugraph", dynamic=True)

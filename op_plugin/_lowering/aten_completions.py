@@ -192,18 +192,26 @@ _INT32_MAX = 2**31 - 1
 @aten_converter(torch.ops.aten.slice_backward.default, when="completes",
                 cases=[Support(F32(3, 2), [3, 4], 1, 1, 2**63 - 1, 2), Support(F32(2, 3), [5, 3], 0, 0, 2**63 - 1, 3)])
 def slice_backward(ta: TorchAirApi, grad_output, input_sizes, dim, start, end, step, meta_outputs=None):
-    """`aten.slice_backward` with a step other than 1, symbolic input sizes and an open end
-    (`x[..., ::2]` in training with dynamic=True: Mamba's selective scan; aten passes end =
-    INT64_MAX): TorchAir casts the end to an int32 Const ("value cannot be converted to type int32
-    without overflow") before clamping it to the size with `Minimum(size, end)`, and never clamps
-    the start (aten clamps both to the size), so a start past a dim's size makes `Range(start,
-    size, step)` fail (as TensorFlow's Range CANN follows: start > limit with a positive delta).
-    Completed: an end past int32 handed over as INT32_MAX, which that Minimum clamps to the same
-    size, and the start clamped to the size (`Minimum(start, size)`)."""
+    """`aten.slice_backward` with a step other than 1 and symbolic input sizes (`x[1::2]`,
+    `x[:-1:2]` in training with dynamic=True: Mamba's selective scan): TorchAir casts an open end
+    (aten passes INT64_MAX) to an int32 Const ("value cannot be converted to type int32 without
+    overflow") and then takes `Minimum(size, end)`, but neither wraps a negative start or end nor
+    clamps the start (aten does both, against the dim's size), so `x[:-1:2]` gives `Range(0, -1,
+    2)`, which fails (as TensorFlow's Range, which CANN follows). Completed with GE ops on the
+    size: a negative bound `max(size + bound, 0)`, the start clamped to the size, an end past int32
+    handed over as INT32_MAX (TorchAir's Minimum clamps it to the size); then TorchAir's converter."""
     if step != 1 and isinstance(input_sizes, ta.graph.Tensor):
-        if isinstance(end, int) and end > _INT32_MAX:
-            end = _INT32_MAX
-        if isinstance(start, int) and start > 0:
-            size = ta.ge.Gather(input_sizes, dim)
-            start = ta.ge.Minimum(ta.dtype_promote(start, target_dtype=input_sizes.dtype), size)
+        ge, dtype = ta.ge, input_sizes.dtype
+        size = ge.Gather(input_sizes, dim)
+
+        def const(value):
+            return ta.dtype_promote(value, target_dtype=dtype)
+
+        def wrapped(bound):
+            return ge.Maximum(ge.Add(size, const(bound)), const(0)) if bound < 0 else bound
+
+        if isinstance(end, int):
+            end = _INT32_MAX if end > _INT32_MAX else wrapped(end)
+        if isinstance(start, int) and start != 0:
+            start = ge.Minimum(wrapped(start) if start < 0 else const(start), size)
     return ta.original(grad_output, input_sizes, dim, start, end, step, meta_outputs=meta_outputs)
