@@ -144,12 +144,16 @@ def add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta
 
 
 @ge_kernel("AddRmsNormQuant", prototype=ADD_RMS_NORM_QUANT, one_dtype=("x1", "x2", "gamma"),
-           accepts={"x1": _HALF, "x2": _HALF, "gamma": _HALF})
+           accepts={"x1": _HALF, "x2": _HALF, "gamma": _HALF, "scales1": _HALF + (torch.float32,),
+                    "scales2": _HALF + (torch.float32,)})
 def add_rms_norm_quant(x1, x2, gamma, scales1, scales2, zero_points1, zero_points2, beta, *, axis, epsilon, div_mode,
                        dst_type):
     _require_int8(dst_type)
     if axis not in (-1, x1.dim() - 1):
         refuse(f"axis={axis}: CANN takes -1 only")
+    if x1.shape != x2.shape or gamma.shape != x1.shape[-1:]:
+        refuse(f"x1 {list(x1.shape)} and x2 {list(x2.shape)} must be equal (no broadcasting) and gamma "
+               f"{list(gamma.shape)} their last dim")
     # add_rms_norm_quant.h (per-channel scales): float16 in float16 (x1 + x2, x * rstd, * gamma each rounded);
     # bfloat16 in float32 (the sum rounded to bfloat16 first only when beta is given)
     if x1.dtype == torch.float16:

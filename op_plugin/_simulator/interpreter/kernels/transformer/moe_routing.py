@@ -150,7 +150,7 @@ def _stable_sort(keys):
     return torch.sort(keys, stable=True)
 
 
-@ge_kernel("MoeInitRouting")
+@ge_kernel("MoeInitRouting", accepts={"x": _FLOATS})
 def init_routing(x, row_idx, expert_idx, *, active_num):
     if x.dim() != 2 or expert_idx.dim() != 2 or row_idx.shape != expert_idx.shape or x.shape[0] != expert_idx.shape[0]:
         refuse(f"x {list(x.shape)} must be (N, H) and row_idx {list(row_idx.shape)} / expert_idx "

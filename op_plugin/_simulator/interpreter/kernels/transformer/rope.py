@@ -27,7 +27,11 @@ def _broadcasts_to_x(x, *others):
         refuse(f"cos/sin of shapes {[tuple(t.shape) for t in others]} do not broadcast to x's shape {tuple(x.shape)}")
 
 
-@ge_kernel("RotaryMul")
+_ROPE_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@ge_kernel("RotaryMul", one_dtype=("x", "r1", "r2"),
+           accepts={"x": _ROPE_FLOATS, "r1": _ROPE_FLOATS, "r2": _ROPE_FLOATS})
 def rotary_mul(x, r1, r2):
     """y = x * r1 + rotate_half(x) * r2, rotate_half(x) = cat(-x[..., d/2:], x[..., :d/2])."""
     _broadcasts_to_x(x, r1, r2)

@@ -1,0 +1,106 @@
+"""Hostile input to the GE kernels of the npu ops, through the executor with hand-built one-node graphs:
+each variant (wrong dtypes, ranks, mismatched shapes, empty dims, NaN/Inf, out-of-range index values,
+huge or negative int attrs, non-contiguous and stride-0 feeds; see _npu_hostile_mutations) ends, within a
+hang guard and a cap on new address space, in an error naming the node, or in outputs; for the same
+values in other storage the outputs equal those of contiguous feeds. A hostile call that returns is not
+judged further here (a GE graph declares its outputs, which the executor checks; the eager tests judge
+results against the op's Meta)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from _npu_hostile_mutations import Hang, bounded, contiguous_copy, int_arguments, replace_int, variants
+from op_plugin._testing_harness import run_node
+
+pytestmark = pytest.mark.usefixtures("torchair")
+F16, I32 = torch.float16, torch.int32
+NODE = "hostile_node"
+
+
+def _r(*shape, dtype=torch.float32):
+    return torch.randn(*shape).to(dtype)
+
+
+SEEDS = {  # GE type -> (inputs in prototype order, attrs): a valid node
+    "ScatterNdUpdate": lambda: ([_r(5, 3), torch.tensor([[1], [3]], dtype=I32), _r(2, 3)], {}),
+    "InterleaveRope": lambda: ([_r(2, 2, 3, 8, dtype=F16), _r(2, 1, 3, 8, dtype=F16), _r(2, 1, 3, 8, dtype=F16)], {}),
+    "RotaryMul": lambda: ([_r(1, 2, 3, 8), _r(1, 2, 1, 8), _r(1, 2, 1, 8)], {}),
+    "ApplyRotaryPosEmb": lambda: ([_r(1, 3, 2, 8), _r(1, 3, 2, 8), _r(1, 3, 1, 8), _r(1, 3, 1, 8)], {}),
+    "MoeGatingTopKSoftmax": lambda: ([_r(4, 6)], {"k": 2}),
+    "MoeInitRouting": lambda: ([_r(3, 4), torch.arange(6, dtype=I32).reshape(2, 3).t().contiguous(),
+                                torch.tensor([[0, 2], [1, 0], [2, 1]], dtype=I32)], {"active_num": 3}),
+    "MoeComputeExpertTokens": lambda: ([torch.tensor([0, 0, 1, 2, 2, 2], dtype=I32)], {"num_experts": 4}),
+    "DynamicQuant": lambda: ([_r(3, 8, dtype=F16)], {}),
+    "AscendQuantV2": lambda: ([_r(3, 4), torch.rand(4) + 0.5], {}),
+    "TransposeBatchMatMul": lambda: ([_r(3, 2, 4), _r(2, 4, 5)], {"perm_x1": [1, 0, 2]}),
+    "GroupNormSilu": lambda: ([_r(2, 4, 3, 3), torch.rand(4), torch.rand(4)], {"num_groups": 2}),
+    "TransQuantParamV2": lambda: ([torch.rand(4), torch.rand(4)], {}),
+    "AddRmsNormQuant": lambda: ([_r(2, 8, dtype=F16), _r(2, 8, dtype=F16), torch.rand(8).to(F16) + 0.5,
+                                 torch.rand(8).to(F16) + 0.5], {}),
+    "ScatterPaKvCache": lambda: ([_r(2, 1, 4), _r(2, 3, 1, 4), torch.tensor([1, 4], dtype=I32), _r(2, 1, 4),
+                                  _r(2, 3, 1, 4)], {"cache_mode": "Norm"}),
+}
+
+
+def _run(op_type, inputs, attrs):
+    """(outputs, None) or (None, error); a hang, an allocation past the cap or an error that does not name
+    the node fails the test."""
+    try:
+        with bounded():
+            return run_node(op_type, inputs, name=NODE, **attrs), None
+    except Hang as error:
+        pytest.fail(f"{op_type}: no answer within the hang guard: {error}")
+    except MemoryError as error:
+        pytest.fail(f"{op_type}: allocated past the cap instead of refusing: {error}")
+    except Exception as error:  # judged below
+        text = str(error)
+        assert "allocate" not in text, f"{op_type}: allocated past the cap: {text[:300]}"
+        assert NODE in text, f"{op_type}: the error does not name the node: {type(error).__name__}: {text[:300]}"
+        return None, error
+
+
+def check_node(op_type, label, kind, inputs, attrs):
+    if not kind.startswith("same"):
+        _run(op_type, inputs, attrs)
+        return
+    want, refused = _run(op_type, contiguous_copy(inputs), contiguous_copy(attrs))
+    got, error = _run(op_type, inputs, attrs)
+    if refused is not None or (error is not None and kind == "same-expanded"):
+        assert error is not None, f"{op_type} [{label}]: accepted what the contiguous feeds are refused for"
+        return
+    assert error is None, f"{op_type} [{label}]: refused the same values in other storage: {error}"
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, equal_nan=True, msg=f"{op_type} [{label}]: an output differs")
+
+
+def test_the_seeds_are_valid_nodes():
+    for op_type, make in SEEDS.items():
+        inputs, attrs = make()
+        got, error = _run(op_type, inputs, attrs)
+        assert error is None, f"{op_type}: {error}"
+
+
+@pytest.mark.parametrize("op_type", sorted(SEEDS))
+def test_every_hostile_feed_is_refused_by_node_or_runs(op_type):
+    torch.manual_seed(0)
+    inputs, attrs = SEEDS[op_type]()
+    for label, kind, new_inputs, new_attrs in variants(inputs, attrs):
+        check_node(op_type, label, kind, new_inputs, new_attrs)
+
+
+@pytest.mark.parametrize("op_type", sorted(SEEDS))
+@settings(max_examples=8, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_arbitrary_integer_attrs_and_indices(op_type, data):
+    inputs, attrs = SEEDS[op_type]()
+    places = int_arguments(inputs, attrs)
+    if not places:
+        pytest.skip(f"{op_type}: no integer attr or index input in the seed")
+    where = data.draw(st.sampled_from(places), label="where")
+    value = data.draw(st.one_of(st.integers(-4, 16), st.integers(-2 ** 63, 2 ** 63 - 1)), label="value")
+    label, new_inputs, new_attrs = replace_int(inputs, attrs, where, value)
+    if new_inputs is not None:
+        check_node(op_type, label, "hostile", new_inputs, new_attrs)
