@@ -87,3 +87,35 @@ def test_add_rms_norm_v2_functional_is_add_rms_norm_reordered_and_leaves_its_inp
     assert torch.equal(x1, before[0]) and torch.equal(x2, before[1])
     check_compiled(lambda a, b, g: npu.npu_add_rms_norm_v2_functional(a, b, g), (x1, x2, gamma), "AddRmsNorm",
                    kind="npu_ops")
+
+
+def _window_softmax_oracle(x, mask, bias, scale):
+    b, w, n, s1, s2 = x.shape
+    out = torch.empty(x.shape, dtype=torch.float64)
+    for i in range(b):
+        for j in range(w):
+            for h in range(n):
+                for r in range(s1):
+                    logits = [scale * float(x[i, j, h, r, c]) + float(mask[j, r, c]) + float(bias[h, r, c])
+                              for c in range(s2)]
+                    top = max(logits)
+                    exps = [math.exp(v - top) for v in logits]
+                    out[i, j, h, r] = torch.tensor([e / sum(exps) for e in exps], dtype=torch.float64)
+    return out
+
+
+@pytest.mark.parametrize("four_d", [False, True])
+def test_masked_softmax_with_rel_pos_bias_matches_the_formula(four_d):
+    x, mask, bias = torch.randn(2, 3, 2, 4, 5), torch.randn(3, 4, 5), torch.randn(2, 4, 5)
+    want = _window_softmax_oracle(x, mask, bias, 0.5)
+    arg = x.reshape(6, 2, 4, 5) if four_d else x
+    got = npu.npu_masked_softmax_with_rel_pos_bias(arg, mask, bias, 0.5)
+    torch.testing.assert_close(got.reshape(x.shape), want.float(), rtol=1e-5, atol=1e-6)
+
+
+def test_masked_softmax_with_rel_pos_bias_compiled():
+    x, mask, bias = torch.randn(4, 2, 3, 8, 8).half(), torch.randn(2, 8, 8).half(), torch.randn(3, 8, 8).half()
+    check_compiled(lambda x, m, b: npu.npu_masked_softmax_with_rel_pos_bias(x, m, b, 0.125), (x, mask, bias),
+                   "MaskedSoftmaxWithRelPosBias", kind="npu_ops")
+    check_compiled(lambda x, b: npu.npu_masked_softmax_with_rel_pos_bias(x.reshape(8, 3, 8, 8), None, b),
+                   (x, bias), "MaskedSoftmaxWithRelPosBias", kind="npu_ops")

@@ -37,6 +37,10 @@ operator docs (ops-nn ``TransposeBatchMatMul``); 16-bit floats are computed in f
 * ``npu_group_norm_silu(input, weight, bias, group, eps)`` (ops-nn GroupNormSilu, torch_npu's docs):
   ``silu(group_norm(input) * weight + bias)`` in float32, rounded once, with the per-(N, group) mean and
   rstd = 1 / sqrt(population variance + eps) (in weight's dtype when weight and bias are given, as the Meta).
+* ``npu_masked_softmax_with_rel_pos_bias(x, atten_mask, relative_pos_bias, scale_value, inner_precision_mode)``
+  (ops-nn MaskedSoftmaxWithRelPosBias README, Swin's window attention): ``softmax(scale_value * x + atten_mask +
+  relative_pos_bias)`` over the last dim in float32 with the README's shapes: x ``(B*W, N, S1, S2)`` or ``(B, W,
+  N, S1, S2)``, atten_mask ``(W, S1, S2)`` (or its 4/5-D forms), relative_pos_bias ``(N, S1, S2)`` (likewise).
 * ``npu_prefetch(self, dependency, max_size, offset)``: a prefetch into the NPU's L2 cache: no output and no
   effect on any value, so nothing is done beyond checking max_size > 0 and offset >= 0.
 """
@@ -199,6 +203,24 @@ def npu_group_norm_silu(input, weight, bias, group, eps=1e-5):  # noqa: A002  (s
             torch.rsqrt(variance + eps).to(stats))
 
 
+def npu_masked_softmax_with_rel_pos_bias(x, atten_mask, relative_pos_bias, scale_value=1.0, inner_precision_mode=0):
+    op = "npu_masked_softmax_with_rel_pos_bias"
+    if x.dim() not in (4, 5):
+        raise ValueError(f"npu::{op}: x {tuple(x.shape)} must be (B*W, N, S1, S2) or (B, W, N, S1, S2)")
+    *_, n, s1, s2 = x.shape
+    windows = 1 if atten_mask is None else atten_mask.numel() // (s1 * s2)
+    bad_mask = atten_mask is not None and (tuple(atten_mask.shape[-2:]) != (s1, s2) or x.numel() % atten_mask.numel())
+    if relative_pos_bias.numel() != n * s1 * s2 or bad_mask:
+        raise ValueError(f"npu::{op}: relative_pos_bias {tuple(relative_pos_bias.shape)} must hold (N, S1, S2) = "
+                         f"{(n, s1, s2)} and atten_mask end in (S1, S2) with W dividing x's windows")
+    batch = x.numel() // (windows * n * s1 * s2)
+    view = (batch, windows, n, s1, s2)
+    logits = torch.mul(x.float().reshape(view), scale_value) + relative_pos_bias.float().reshape(n, s1, s2)
+    if atten_mask is not None:
+        logits = logits + atten_mask.float().reshape(windows, 1, s1, s2)
+    return torch.nn.functional.softmax(logits, dim=-1).reshape(x.shape).to(x.dtype)
+
+
 def npu_prefetch(self, dependency, max_size, offset=0):
     if max_size <= 0 or offset < 0:
         raise ValueError(f"npu::npu_prefetch: max_size {max_size} must be > 0 and offset {offset} >= 0")
@@ -209,6 +231,7 @@ KERNELS = {
     "npu_add_rms_norm_v2_functional": npu_add_rms_norm_v2_functional,
     "npu_group_norm_silu": npu_group_norm_silu,
     "npu_prefetch": npu_prefetch,
+    "npu_masked_softmax_with_rel_pos_bias": npu_masked_softmax_with_rel_pos_bias,
     "npu_format_cast": npu_format_cast,
     "npu_top_k_top_p": npu_top_k_top_p,
     "npu_gelu": npu_gelu,

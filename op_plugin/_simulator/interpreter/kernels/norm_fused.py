@@ -1,5 +1,5 @@
-"""Small fused GE ops of torch_npu's lowering (CANN ops-nn docs): AddRmsNormCast, GroupNormSilu, and Cmo
-(the cache prefetch npu_prefetch lowers to).
+"""Small fused GE ops of torch_npu's lowering (CANN ops-nn docs): AddRmsNormCast, GroupNormSilu,
+MaskedSoftmaxWithRelPosBias, and Cmo (the cache prefetch npu_prefetch lowers to).
 
 * AddRmsNormCast (ops-nn ``norm/add_rms_norm_cast``, aclnnAddRmsNormCast): AddRmsNorm's outputs, with
   y1 = float32(y2) the widening of the rounded y2 (the doc's ``y1Out = float(y2Out)``).
@@ -7,6 +7,10 @@
   float32 and rounded once to x's dtype; mean and rstd = 1 / sqrt(population variance + eps) of shape
   (N, num_groups) in gamma's dtype (x's without gamma and beta), as the wheel's Meta gives them. TorchAir's prototype
   names the third output ``variance``; CANN's current prototype and torch_npu's docs call it rstdOut.
+* MaskedSoftmaxWithRelPosBias (ops-nn ``norm/masked_softmax_with_rel_pos_bias`` README): y = softmax(scale_value
+  · x + atten_mask + relative_pos_bias) over the last dim, in float32, rounded once; x (B*W, N, S1, S2) or (B, W,
+  N, S1, S2), atten_mask (W, S1, S2) in any of the README's 3/4/5-D forms, relative_pos_bias (N, S1, S2) likewise.
+  inner_precision_mode is an NPU precision choice the README does not describe: the CPU computes in float32.
 * Cmo: a prefetch of ``src`` into the NPU's L2 cache (type 6); it has no outputs and changes no value, so
   the CPU does nothing but check its attrs.
 """
@@ -54,6 +58,32 @@ def group_norm_silu(x, gamma, beta, *, num_groups, eps):
     y = y * torch.sigmoid(y)
     stats_dtype = gamma.dtype if gamma is not None and beta is not None else x.dtype  # the wheel's Meta
     return y.to(x.dtype), mean.reshape(n, num_groups).to(stats_dtype), rstd.reshape(n, num_groups).to(stats_dtype)
+
+
+def windows_softmax(x, atten_mask, relative_pos_bias, scale_value):
+    """The README's formula over x viewed as (B, W, N, S1, S2); None when a shape is not one the README lists."""
+    *_, n, s1, s2 = x.shape
+    if x.dim() not in (4, 5) or relative_pos_bias.numel() != n * s1 * s2:
+        return None
+    windows = 1 if atten_mask is None else atten_mask.numel() // (s1 * s2)
+    if atten_mask is not None and (atten_mask.numel() != windows * s1 * s2 or x.numel() % (windows * n * s1 * s2)):
+        return None
+    wide = x.float().reshape(-1, windows, n, s1, s2) * scale_value
+    if atten_mask is not None:
+        wide = wide + atten_mask.float().reshape(1, windows, 1, s1, s2)
+    wide = wide + relative_pos_bias.float().reshape(1, 1, n, s1, s2)
+    return torch.softmax(wide, dim=-1).reshape(x.shape).to(x.dtype)
+
+
+@ge_kernel("MaskedSoftmaxWithRelPosBias", accepts={"x": _FLOATS, "atten_mask": _FLOATS,
+                                                   "relative_pos_bias": _FLOATS})
+def masked_softmax_with_rel_pos_bias(x, atten_mask, relative_pos_bias, *, scale_value, inner_precision_mode):
+    y = windows_softmax(x, atten_mask, relative_pos_bias, scale_value)
+    if y is None:
+        refuse(f"x {list(x.shape)}, atten_mask {None if atten_mask is None else list(atten_mask.shape)}, "
+               f"relative_pos_bias {list(relative_pos_bias.shape)} are not the README's (B*W or B, W, N, S1, S2), "
+               "(W, S1, S2), (N, S1, S2) forms")
+    return y
 
 
 @ge_kernel("Cmo")
