@@ -8,8 +8,8 @@ What CANN defines, and what these kernels keep: the experts are split evenly ove
 local expert, exactly the tokens routed to it from every rank, with their counts in
 expert_token_nums (counts, or their prefix sums for expert_token_nums_type=0); combine returns
 ``x[t] = sum_j expert_scales[t, j] * expert_output(t, j)``, computed in float32 and rounded to
-expand_x's dtype. The rows after sum(expert_token_nums) in expand_x (its shape is the Meta's upper
-bound A) are zeros.
+expand_x's dtype. expand_x has the Meta's upper bound A of rows; the rows after
+sum(expert_token_nums) are zeros here (CANN does not say what they hold).
 
 What CANN leaves implementation-defined ("may vary depending on the product model, communication
 algorithm, or version"): the row order within an expert and the values of expand_idx and
