@@ -1,6 +1,6 @@
 """torch_npu's expert-parallel MoE ops on 2 gloo ranks: npu_moe_distribute_dispatch and
-npu_moe_distribute_combine, eager (CPU reference kernels) and compiled with npugraph (TorchAir lowers
-them to MoeDistributeDispatch / MoeDistributeCombine), static and dynamic.
+npu_moe_distribute_combine and their _v2, eager (CPU reference kernels) and compiled with npugraph
+(TorchAir lowers them to MoeDistributeDispatch(V2) / MoeDistributeCombine(V2)), static and dynamic.
 
 The row order of expand_x within an expert and the values of expand_idx / ep_recv_counts are
 implementation-defined (CANN's docs), so the tests check only what is defined: per local expert, the
@@ -37,19 +37,19 @@ def _expert(rows: torch.Tensor, expert: int) -> torch.Tensor:
     return (rows.float() @ _expert_weight(expert).float()).bfloat16()
 
 
-def _moe_layer(x, ids, scales, weights, hcom, rank):
+def _moe_layer(x, ids, scales, weights, hcom, rank, v2):
     """dispatch, each row through its local expert (the expert found from expert_token_nums, without
-    data-dependent shapes), combine."""
-    expand_x, _, expand_idx, token_nums, ep_recv_counts, _, _ = torch.ops.npu.npu_moe_distribute_dispatch(
-        x, ids, hcom, WORLD, rank, EXPERTS)
+    data-dependent shapes), combine; the _v2 ops when v2."""
+    dispatch = torch.ops.npu.npu_moe_distribute_dispatch_v2 if v2 else torch.ops.npu.npu_moe_distribute_dispatch
+    combine = torch.ops.npu.npu_moe_distribute_combine_v2 if v2 else torch.ops.npu.npu_moe_distribute_combine
+    expand_x, _, expand_idx, token_nums, ep_recv_counts, _, _ = dispatch(x, ids, hcom, WORLD, rank, EXPERTS)
     ends = torch.cumsum(token_nums, 0)
     row = torch.arange(expand_x.shape[0]).unsqueeze(1)
     local = (row >= ends.unsqueeze(0)).sum(1)  # the local expert of each row (LOCAL for the padding rows)
     out = torch.zeros(expand_x.shape, dtype=torch.float32)
     for e in range(LOCAL):
         out = out + (local == e).unsqueeze(1).float() * (expand_x.float() @ weights[e].float())
-    combined = torch.ops.npu.npu_moe_distribute_combine(
-        out.bfloat16(), ids, expand_idx, ep_recv_counts, scales, hcom, WORLD, rank, EXPERTS)
+    combined = combine(out.bfloat16(), ids, expand_idx, ep_recv_counts, scales, hcom, WORLD, rank, EXPERTS)
     return expand_x, token_nums, combined
 
 
@@ -83,15 +83,15 @@ def _dense_moe(rank, batch):
     return out
 
 
-def moe_case(dynamic):
+def moe_case(dynamic, v2):
     rank = dist.get_rank()
     hcom = hccl_comm_name()
     weights = [_expert_weight(rank * LOCAL + e) for e in range(LOCAL)]
     compiled_fn = torch.compile(_moe_layer, backend="npugraph", dynamic=dynamic, fullgraph=True)
     for batch in ([5, 7] if dynamic else [5]):
         x, ids, scales = _inputs(rank, batch)
-        eager = _moe_layer(x, ids, scales, weights, hcom, rank)
-        compiled = compiled_fn(x, ids, scales, weights, hcom, rank)
+        eager = _moe_layer(x, ids, scales, weights, hcom, rank, v2)
+        compiled = compiled_fn(x, ids, scales, weights, hcom, rank, v2)
         for mode, (expand_x, token_nums, combined) in (("eager", eager), ("compiled", compiled)):
             _check_dispatch(rank, batch, expand_x, token_nums)
             assert combined.dtype == torch.bfloat16 and combined.shape == (batch, HIDDEN)
@@ -125,7 +125,9 @@ def refusals_case():
              lambda: dispatch(x, ids, "hccl_world_group", WORLD, rank, EXPERTS),
              lambda: torch.ops.npu.npu_moe_distribute_combine(
                  x, ids, torch.zeros(8, dtype=torch.int32), torch.zeros(4, dtype=torch.int32), scales, hcom, WORLD,
-                 rank, EXPERTS, shared_expert_x=x))
+                 rank, EXPERTS, shared_expert_x=x),
+             lambda: torch.ops.npu.npu_moe_distribute_dispatch_v2(x, ids, hcom, WORLD, rank, EXPERTS,
+                                                                  zero_expert_num=1))
     messages = []
     for call in calls:
         try:
@@ -137,9 +139,10 @@ def refusals_case():
     return messages
 
 
+@pytest.mark.parametrize("v2", [pytest.param(False, id="v1"), pytest.param(True, id="v2")])
 @pytest.mark.parametrize("dynamic", [pytest.param(False, id="static"), pytest.param(True, id="dynamic")])
-def test_moe_dispatch_combine_match_the_dense_moe(ranks, dynamic):
-    ranks(WORLD).run(moe_case, dynamic)
+def test_moe_dispatch_combine_match_the_dense_moe(ranks, dynamic, v2):
+    ranks(WORLD).run(moe_case, dynamic, v2)
 
 
 def test_moe_dispatch_cumulative_token_counts(ranks):
@@ -155,3 +158,4 @@ def test_moe_dispatch_combine_refusals(ranks):
     assert "npu_moe_distribute_dispatch" in messages[3] and "float32" in messages[3]
     assert "built for HCCL" in messages[4]
     assert "npu_moe_distribute_combine" in messages[5] and "shared_expert_x" in messages[5]
+    assert "npu_moe_distribute_dispatch_v2" in messages[6] and "special" in messages[6]

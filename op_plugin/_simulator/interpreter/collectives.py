@@ -42,7 +42,8 @@ GROUP_COLLECTIVES = frozenset({"HcomAllReduce", "HcomAllGather", "HcomReduceScat
                                # MC2: a matmul fused with a collective (kernels/mc2.py)
                                "MatmulAllReduce", "AllGatherMatmul", "MatmulReduceScatter",
                                # MoE expert parallelism over the EP group (kernels/moe_distribute.py)
-                               "MoeDistributeDispatch", "MoeDistributeCombine"})
+                               "MoeDistributeDispatch", "MoeDistributeCombine", "MoeDistributeDispatchV2",
+                               "MoeDistributeCombineV2"})
 POINT_TO_POINT = frozenset({"HcomSend", "HcomReceive"})
 COLLECTIVE_TYPES = GROUP_COLLECTIVES | POINT_TO_POINT
 

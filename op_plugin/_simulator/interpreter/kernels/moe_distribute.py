@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import torch
 
+from ...._ge.values import ge_dtype_to_torch
 from ..collectives import process_group
 from ..registry import ge_kernel, refuse
 from .hccl import hcom_all_to_all, hcom_all_to_all_v
@@ -169,3 +170,68 @@ def moe_distribute_combine(expand_x, expert_ids, expand_idx, ep_send_counts, exp
         refuse("expand_idx names one row twice: it is not the one this rank's dispatch returned")
     weighted = returned[row].float().reshape(batch, top_k, -1) * expert_scales.float().unsqueeze(-1)
     return weighted.sum(1).to(expand_x.dtype)
+
+
+# ---- V2 (aclnnMoeDistributeDispatchV2 / CombineV2): the same data flow; assist_info_for_combine is
+# expand_idx's role with the Meta's larger size (its first BS*K entries used here, the rest zeros) ----
+
+_COMM_ALG = {"comm_alg": "which communication algorithm moves the rows (fullmesh, hierarchy): a schedule; the "
+                         "layouts it changes on an NPU are implementation-defined and the simulator's own here"}
+
+
+def _no_special_experts(zero_expert_num, copy_expert_num, const_expert_num, **unsupported) -> None:
+    given = sorted(name for name, value in unsupported.items() if value is not None)
+    if given or zero_expert_num or copy_expert_num or const_expert_num:
+        refuse(f"{given or 'zero/copy/const_expert_num'}: elastic scaling, performance info and the special (zero, "
+               "copy, constant) experts are not simulated")
+
+
+@ge_kernel("MoeDistributeDispatchV2", accepts={"x": _HALF}, layout_only=_COMM_ALG)
+def moe_distribute_dispatch_v2(x, expert_ids, scales, x_active_mask, expert_scales, elastic_info, performance_info, *,
+                               group_ep, ep_world_size, ep_rank_id, moe_expert_num, group_tp, tp_world_size,
+                               tp_rank_id, expert_shard_type, shared_expert_num, shared_expert_rank_num, quant_mode,
+                               global_bs, expert_token_nums_type, zero_expert_num, copy_expert_num, const_expert_num,
+                               y_dtype):
+    """MoeDistributeDispatch's outputs; assist_info_for_combine (max(BS*K, A*128) entries) in place of expand_idx."""
+    _no_special_experts(zero_expert_num, copy_expert_num, const_expert_num, elastic_info=elastic_info,
+                        performance_info=performance_info)
+    if y_dtype is not None and ge_dtype_to_torch(y_dtype) != x.dtype:
+        refuse(f"y_dtype={y_dtype} ({ge_dtype_to_torch(y_dtype)}): the non-quantised dispatch outputs x's dtype "
+               f"({x.dtype})")
+    outputs = list(moe_distribute_dispatch(
+        x, expert_ids, scales, x_active_mask, expert_scales, group_ep=group_ep, ep_world_size=ep_world_size,
+        ep_rank_id=ep_rank_id, moe_expert_num=moe_expert_num, group_tp=group_tp, tp_world_size=tp_world_size,
+        tp_rank_id=tp_rank_id, expert_shard_type=expert_shard_type, shared_expert_num=shared_expert_num,
+        shared_expert_rank_num=shared_expert_rank_num, quant_mode=quant_mode, global_bs=global_bs,
+        expert_token_nums_type=expert_token_nums_type))
+    positions = outputs[2]
+    assist = positions.new_zeros(max(positions.numel(), outputs[0].shape[0] * 128))
+    assist[:positions.numel()] = positions
+    outputs[2] = assist
+    return tuple(outputs)
+
+
+@ge_kernel("MoeDistributeCombineV2", accepts={"expand_x": _HALF}, layout_only=_COMM_ALG)
+def moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales,
+                              tp_send_counts, x_active_mask, activation_scale, weight_scale, group_list, expand_scales,
+                              shared_expert_x, elastic_info, ori_x, const_expert_alpha_1, const_expert_alpha_2,
+                              const_expert_v, performance_info, *, group_ep, ep_world_size, ep_rank_id,
+                              moe_expert_num, group_tp, tp_world_size, tp_rank_id, expert_shard_type,
+                              shared_expert_num, shared_expert_rank_num, global_bs, out_dtype, comm_quant_mode,
+                              group_list_type, zero_expert_num, copy_expert_num, const_expert_num):
+    """MoeDistributeCombine, reading the first BS*K entries of assist_info_for_combine."""
+    _no_special_experts(zero_expert_num, copy_expert_num, const_expert_num, shared_expert_x=shared_expert_x,
+                        elastic_info=elastic_info, ori_x=ori_x, const_expert_alpha_1=const_expert_alpha_1,
+                        const_expert_alpha_2=const_expert_alpha_2, const_expert_v=const_expert_v,
+                        performance_info=performance_info)
+    pairs = expert_ids.numel()
+    if assist_info_for_combine.dim() != 1 or assist_info_for_combine.numel() < pairs:
+        refuse(f"assist_info_for_combine {list(assist_info_for_combine.shape)} must be 1-D with at least BS*K={pairs} "
+               "entries: pass dispatch_v2's output")
+    return moe_distribute_combine(
+        expand_x, expert_ids, assist_info_for_combine[:pairs], ep_send_counts, expert_scales, tp_send_counts,
+        x_active_mask, activation_scale, weight_scale, group_list, expand_scales, group_ep=group_ep,
+        ep_world_size=ep_world_size, ep_rank_id=ep_rank_id, moe_expert_num=moe_expert_num, group_tp=group_tp,
+        tp_world_size=tp_world_size, tp_rank_id=tp_rank_id, expert_shard_type=expert_shard_type,
+        shared_expert_num=shared_expert_num, shared_expert_rank_num=shared_expert_rank_num, global_bs=global_bs,
+        out_dtype=out_dtype, comm_quant_mode=comm_quant_mode, group_list_type=group_list_type)
