@@ -15,7 +15,7 @@ from _npu_hostile_mutations import Hang, bounded, contiguous_copy, int_arguments
 from op_plugin._testing_harness import run_node
 
 pytestmark = pytest.mark.usefixtures("torchair")
-F16, I32 = torch.float16, torch.int32
+F16, I32, I8 = torch.float16, torch.int32, torch.int8
 NODE = "hostile_node"
 
 
@@ -41,6 +41,26 @@ SEEDS = {  # GE type -> (inputs in prototype order, attrs): a valid node
                                  torch.rand(8).to(F16) + 0.5], {}),
     "ScatterPaKvCache": lambda: ([_r(2, 1, 4), _r(2, 3, 1, 4), torch.tensor([1, 4], dtype=I32), _r(2, 1, 4),
                                   _r(2, 3, 1, 4)], {"cache_mode": "Norm"}),
+    "MoeFinalizeRoutingV2": lambda: ([_r(6, 4), torch.tensor([0, 3, 1, 4, 2, 5], dtype=I32), _r(3, 4), None, _r(3, 4),
+                                      torch.rand(3, 2), torch.tensor([[0, 1], [1, 2], [2, 0]], dtype=I32)], {}),
+    "MoeGatingTopK": lambda: ([_r(4, 8)], {"k": 2, "k_group": 2, "group_count": 4, "group_select_mode": 1}),
+    "MoeInitRoutingV3": lambda: ([_r(3, 4), torch.tensor([[0, 2], [1, 0], [2, 1]], dtype=I32)],
+                                 {"active_num": 6, "expert_num": 3}),
+    "DynamicQuantV2": lambda: ([_r(3, 8, dtype=F16)], {}),
+    "AddRmsNormDynamicQuant": lambda: ([_r(2, 8, dtype=F16), _r(2, 8, dtype=F16), torch.rand(8).to(F16)], {}),
+    "AddRmsNormCast": lambda: ([_r(2, 8, dtype=F16), _r(2, 8, dtype=F16), torch.rand(8).to(F16)], {}),
+    "DequantSwigluQuant": lambda: ([torch.randint(-50, 50, (3, 8), dtype=I32), torch.rand(8), torch.rand(3), None,
+                                    torch.rand(4)], {"quant_mode": "dynamic"}),
+    "QuantBatchMatmulV3": lambda: ([torch.randint(-9, 9, (3, 8), dtype=I8), torch.randint(-9, 9, (8, 5), dtype=I8),
+                                    torch.rand(5), None, None, torch.rand(3)], {"dtype": 1}),
+    "WeightQuantBatchMatmulV2": lambda: ([_r(3, 8, dtype=F16), torch.randint(-8, 8, (8, 5), dtype=I8),
+                                          torch.rand(5).to(F16), torch.rand(5).to(F16)], {}),
+    "AscendAntiQuantV2": lambda: ([torch.randint(-8, 8, (3, 4), dtype=I8), torch.rand(4), torch.rand(4)],
+                                  {"dst_type": 1}),
+    "KvRmsNormRopeCache": lambda: ([_r(2, 1, 1, 24, dtype=F16), torch.rand(16).to(F16), torch.rand(2, 1, 1, 8).to(F16),
+                                    torch.rand(2, 1, 1, 8).to(F16), torch.tensor([1, 5]), _r(2, 4, 1, 8, dtype=F16),
+                                    _r(2, 4, 1, 16, dtype=F16)], {"cache_mode": "PA"}),
+    "PromptFlashAttention": lambda: ([_r(2, 3, 16, dtype=F16)] * 3, {"num_heads": 2, "num_key_value_heads": 2}),
 }
 
 

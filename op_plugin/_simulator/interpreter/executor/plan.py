@@ -260,6 +260,11 @@ class GraphPlan:
                 continue  # a write that reshapes the variable (Assign with validate_shape=False): a caller's torch
                 # tensor cannot change shape, so only the graph's readers see the new value
             if target.data_ptr() != value.data_ptr():
+                if torch._debug_has_internal_overlap(target) == 1:  # an expanded (stride-0) feed: copy_ refuses
+                    raise GeExecutionError(
+                        f"node {step.op.name!r} ({step.op.type}) writes its output {out_index} into graph input "
+                        f"{input_index}, whose elements share memory (an expanded or stride-0 tensor); feed a "
+                        "tensor with its own storage (.clone())")
                 target.copy_(value)
 
     def _prepare_outputs(self) -> None:
