@@ -102,6 +102,36 @@ def moe_case(dynamic, v2):
         torch.testing.assert_close(compiled[2], eager[2], rtol=1e-2, atol=1e-2)
 
 
+def uneven_batch_case():
+    """Ranks with different BS and global_bs=0 (CANN requires global_bs = max BS * ep_world_size then)."""
+    rank = dist.get_rank()
+    x, ids, _ = _inputs(rank, 4 + 2 * rank)
+    try:
+        torch.ops.npu.npu_moe_distribute_dispatch(x, ids, hccl_comm_name(), WORLD, rank, EXPERTS)
+    except (ValueError, RuntimeError) as error:
+        return str(error)
+    raise AssertionError("a dispatch over ranks with different batch sizes ran")
+
+
+def subgroup_case():
+    """4 ranks, EP groups {0, 2} and {1, 3} (each its own hcom): the MoE layer compiled dynamic against
+    eager and the dense MoE."""
+    rank = dist.get_rank()
+    groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+    group, ep_rank = groups[rank % 2], rank // 2
+    hcom = hccl_comm_name(group)
+    weights = [_expert_weight(ep_rank * LOCAL + e) for e in range(LOCAL)]
+    compiled_fn = torch.compile(_moe_layer, backend="npugraph", dynamic=True, fullgraph=True)
+    for batch in (3, 6):
+        x, ids, scales = _inputs(ep_rank, batch)
+        eager = _moe_layer(x, ids, scales, weights, hcom, ep_rank, False)
+        compiled = compiled_fn(x, ids, scales, weights, hcom, ep_rank, False)
+        _check_dispatch(ep_rank, batch, compiled[0], compiled[1])
+        torch.testing.assert_close(compiled[0], eager[0], rtol=0, atol=0)
+        torch.testing.assert_close(compiled[2].float(), _dense_moe(ep_rank, batch), rtol=1e-2, atol=1e-2)
+    return hcom
+
+
 def cumulative_counts_case():
     """expert_token_nums_type=0 gives the prefix sums of the counts."""
     rank = dist.get_rank()
@@ -159,3 +189,14 @@ def test_moe_dispatch_combine_refusals(ranks):
     assert "built for HCCL" in messages[4]
     assert "npu_moe_distribute_combine" in messages[5] and "shared_expert_x" in messages[5]
     assert "npu_moe_distribute_dispatch_v2" in messages[6] and "special" in messages[6]
+
+
+def test_moe_dispatch_refuses_uneven_batches(ranks):
+    messages = ranks(WORLD).run(uneven_batch_case)
+    assert all("npu_moe_distribute_dispatch" in m and "batch sizes [4, 6]" in m for m in messages), messages
+
+
+def test_moe_over_expert_parallel_subgroups_four_ranks(ranks):
+    names = ranks(4).run(subgroup_case)
+    assert names[0] == names[2] != names[1] == names[3], names
+    assert names[0].endswith("rank_list=0,2") and names[1].endswith("rank_list=1,3"), names

@@ -103,8 +103,13 @@ def moe_distribute_dispatch(x, expert_ids, scales, x_active_mask, expert_scales,
     ids = _expert_ids(expert_ids, moe_expert_num, batch)
     top_k = expert_ids.shape[1]
     per_expert = torch.bincount(ids, minlength=moe_expert_num)
-    # from_rank[s, l]: rows source rank s sends to this rank's local expert l
-    from_rank = hcom_all_to_all(per_expert.reshape(ep_world_size, local).contiguous(), group=group_ep)
+    # from_rank[s, l]: rows source rank s sends to this rank's local expert l; each rank's BS rides along
+    sizes = torch.full((ep_world_size, 1), batch, dtype=per_expert.dtype)
+    exchanged = hcom_all_to_all(torch.cat([per_expert.reshape(ep_world_size, local), sizes], 1), group=group_ep)
+    from_rank, batches = exchanged[:, :local], exchanged[:, local].tolist()
+    if any(b != batch for b in batches):
+        refuse(f"the EP ranks have batch sizes {batches}: ranks with different BS need global_bs = max BS * "
+               "ep_world_size, which is not simulated")
     order = torch.sort(ids, stable=True).indices  # pairs by expert, then token, then k
     received = _exchange(x[order // top_k], per_expert.reshape(ep_world_size, local).sum(1).tolist(),
                          from_rank.sum(1).tolist(), group_ep)
