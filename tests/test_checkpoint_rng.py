@@ -1,6 +1,7 @@
 """Issue 27: random ops inside activation-checkpointed regions through npugraph.
 
-`torch.utils.checkpoint` (use_reentrant=False, preserve_rng_state True or False) under torch.compile
+`torch.utils.checkpoint` (use_reentrant=False with preserve_rng_state True or False, and
+use_reentrant=True, which dynamo traces into the same checkpoint region) under torch.compile
 saves the NPU generator's state before each random op of the region (`run_and_save_rng_state`) and
 replays the op with it when the backward recomputes the region (`run_with_rng_state`): op_plugin's
 corrections of TorchAir's converters (op_plugin/_lowering/rng_converters.py), the emulated NPU
@@ -28,8 +29,8 @@ class _Block(torch.nn.Module):
         hidden = torch.nn.functional.dropout(torch.sigmoid(self.first(x)), P, training=True)
         return torch.nn.functional.dropout(torch.sigmoid(self.second(hidden)), P, training=True), hidden
 
-    def forward(self, x, preserve_rng_state=True):
-        out, hidden = checkpoint(self.region, x, use_reentrant=False, preserve_rng_state=preserve_rng_state)
+    def forward(self, x, preserve_rng_state=True, use_reentrant=False):
+        out, hidden = checkpoint(self.region, x, use_reentrant=use_reentrant, preserve_rng_state=preserve_rng_state)
         return out, hidden
 
 
@@ -49,12 +50,13 @@ def _train_once(block, x, compiled, weight):
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
-@pytest.mark.parametrize("preserve_rng_state", [True, False])
-def test_recomputed_region_draws_the_forwards_masks(preserve_rng_state, dynamic):
+@pytest.mark.parametrize("preserve_rng_state, use_reentrant", [(True, False), (False, False), (True, True)])
+def test_recomputed_region_draws_the_forwards_masks(preserve_rng_state, use_reentrant, dynamic):
     torch.manual_seed(0)
     block, weight = _Block(), torch.randn(8)
     torch._dynamo.reset()
-    compiled = torch.compile(lambda x: block(x, preserve_rng_state), backend="npugraph", dynamic=dynamic)
+    compiled = torch.compile(lambda x: block(x, preserve_rng_state, use_reentrant), backend="npugraph",
+                             dynamic=dynamic)
     for rows in (4, 6):  # dynamic: a second size through the same graph
         x = torch.randn(rows, 8, requires_grad=True)
         block.zero_grad()
