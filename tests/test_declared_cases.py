@@ -94,6 +94,8 @@ def test_a_case_whose_inputs_exceed_the_bound_is_refused_unrun(monkeypatch):
     assert result.cls == "too-large" and "GiB" in result.reason and "aten.add.Tensor" in result.reason
     monkeypatch.setattr(declared_cases, "INPUT_BYTES_LIMIT", declared_cases.input_bytes(small))
     assert run_case(small).cls == "pass"
+    as_list = enumerate_cases(["aten.sum.dim_IntList#4"])[0]   # I32([]): the shape given as one list
+    assert declared_cases.input_bytes(as_list) == 4 and run_case(as_list).cls == "pass"
 
 
 def test_a_passing_case_passes_in_process():
@@ -163,6 +165,25 @@ def test_known_failures_check(tmp_path):
     assert (summary["passed"], summary["eager_runnable"]) == (1, 3)
     page = render_page(now, summary)
     assert "1 of 3 eager-runnable cases pass" in page and "`c#1` | crash | died" in page
+
+
+def test_an_npu_case_eager_cannot_run_must_be_listed_with_its_reason(tmp_path):
+    results = [CaseResult("npu.op.default#1", "eager-unsupported", "NotImplementedError: no CPU kernel"),
+               CaseResult("aten.x.default#1", "eager-unsupported", "eager fails on the CPU")]
+    outcome = check_known(results, {}, all_cases_ran=True)
+    assert [r.case_id for r in outcome.regressions] == ["npu.op.default#1"]   # the aten one is not counted
+    path = tmp_path / "known.txt"
+    assert write_known(path, results) == 1
+    known = read_known(path)
+    assert known["npu.op.default#1"].cls == "eager-unsupported"
+    known["npu.op.default#1"].reason = "TorchAir's case is outside CANN's contract"
+    outcome = check_known(results, known, all_cases_ran=True)
+    assert outcome.ok and not outcome.stale and not outcome.changed
+    page = render_page(results, summarize(results), known)
+    assert ("| `npu.op.default#1` | NotImplementedError: no CPU kernel | TorchAir's case is outside CANN's "
+            "contract |") in page
+    outcome = check_known([CaseResult("npu.op.default#1", "pass")], known, all_cases_ran=True)
+    assert [k.case_id for k in outcome.stale] == ["npu.op.default#1"]
 
 
 def test_known_failures_file_format(tmp_path):

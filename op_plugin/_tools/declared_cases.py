@@ -218,8 +218,11 @@ def input_bytes(case: DeclaredCase) -> int:
             return sum(size(v) for v in spec)
         if not isinstance(spec, (_TypedTensor, TypedTensor)) or spec.value is not None:
             return 0
+        dims = spec.dims
+        if len(dims) == 1 and isinstance(dims[0], (list, tuple)):  # F32([2, 3]) / I32([]): the shape as one list
+            dims = dims[0]
         numel = 1
-        for dim in spec.dims:
+        for dim in dims:
             numel *= int(dim)
         return numel * torch.empty((), dtype=spec.dtype).element_size()
 
