@@ -113,6 +113,23 @@ def uneven_batch_case():
     raise AssertionError("a dispatch over ranks with different batch sizes ran")
 
 
+def divergent_graph_case():
+    """Compiled, ranks with different BS: the ranks' agreement on the MoeDistributeDispatch node fails on
+    both, naming it, before any row moves."""
+    rank = dist.get_rank()
+    x, ids, _ = _inputs(rank, 4 + 2 * rank)
+    hcom = hccl_comm_name()
+
+    def dispatch(x, ids):
+        return torch.ops.npu.npu_moe_distribute_dispatch(x, ids, hcom, WORLD, rank, EXPERTS)[0]
+
+    try:
+        torch.compile(dispatch, backend="npugraph", dynamic=False, fullgraph=True)(x, ids)
+    except Exception as error:  # noqa: BLE001  (whatever wraps the executor's error)
+        return str(error)
+    raise AssertionError("a rank-divergent MoE graph ran")
+
+
 def subgroup_case():
     """4 ranks, EP groups {0, 2} and {1, 3} (each its own hcom): the MoE layer compiled dynamic against
     eager and the dense MoE."""
@@ -200,3 +217,9 @@ def test_moe_over_expert_parallel_subgroups_four_ranks(ranks):
     names = ranks(4).run(subgroup_case)
     assert names[0] == names[2] != names[1] == names[3], names
     assert names[0].endswith("rank_list=0,2") and names[1].endswith("rank_list=1,3"), names
+
+
+def test_moe_rank_divergent_graph_names_the_node(ranks):
+    messages = ranks(WORLD).run(divergent_graph_case)
+    for message in messages:
+        assert "MoeDistributeDispatch" in message and "disagree" in message and "another shape" in message, message
