@@ -124,3 +124,25 @@ def test_arbitrary_integer_attrs_and_indices(op_type, data):
     label, new_inputs, new_attrs = replace_int(inputs, attrs, where, value)
     if new_inputs is not None:
         check_node(op_type, label, "hostile", new_inputs, new_attrs)
+
+
+@pytest.mark.parametrize("op_type, position, dtype", [
+    ("RotaryMul", 0, torch.int32), ("RotaryMul", 1, torch.float64), ("MoeInitRouting", 0, torch.int64),
+    ("AddRmsNormQuant", 3, torch.float64), ("MoeFinalizeRoutingV2", 1, torch.float32),
+    ("MoeFinalizeRoutingV2", 6, torch.int64), ("MoeInitRoutingV3", 1, torch.float32),
+    ("QuantBatchMatmulV3", 5, torch.bool), ("WeightQuantBatchMatmulV2", 3, torch.float64),
+    ("DequantSwigluQuant", 1, torch.float64),
+])
+def test_an_input_dtype_outside_the_prototype_is_refused(op_type, position, dtype):
+    """Computed before (a silently different result); CANN's REG_OP TensorType does not list these dtypes."""
+    inputs, attrs = SEEDS[op_type]()
+    inputs[position] = inputs[position].to(dtype)
+    got, error = _run(op_type, inputs, attrs)
+    assert error is not None and "dtype" in str(error), f"{op_type}: {dtype} input {position} was computed"
+
+
+def test_a_broadcast_between_x1_and_x2_is_refused():
+    inputs, attrs = SEEDS["AddRmsNormQuant"]()
+    inputs[0] = inputs[0][0]
+    got, error = _run("AddRmsNormQuant", inputs, attrs)
+    assert error is not None and "must be equal" in str(error)

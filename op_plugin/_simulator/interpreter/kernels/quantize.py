@@ -211,7 +211,8 @@ def _scale(scale, out, pertoken_scale, bias, offset):
     return scale.float()
 
 
-@ge_kernel("QuantBatchMatmulV3", accepts={"x1": (torch.int8,), "x2": (torch.int8,)})
+@ge_kernel("QuantBatchMatmulV3",
+           accepts={"x1": (torch.int8,), "x2": (torch.int8,), "pertoken_scale": (torch.float32,)})
 def quant_batch_matmul_v3(x1, x2, scale, offset, bias, pertoken_scale, *, dtype, transpose_x1, transpose_x2):
     """ops-nn QuantBatchMatmulV3 README (A2/A3): acc = x1 @ x2 in int32 (+ int32 bias);
     out = acc * scale [* pertoken_scale] (+ float bias), rounded once to float16/bfloat16 (scales: _scale)."""
@@ -238,7 +239,8 @@ def quant_batch_matmul_v3(x1, x2, scale, offset, bias, pertoken_scale, *, dtype,
 
 
 @ge_kernel("WeightQuantBatchMatmulV2", prototype=_PROTOTYPES["WeightQuantBatchMatmulV2"],
-           accepts={"x": _HALF, "weight": (torch.int8,)}, layout_only={"inner_precise": _INNER_PRECISE})
+           accepts={"x": _HALF, "weight": (torch.int8,), "antiquant_offset": _HALF + (torch.int32,)},
+           layout_only={"inner_precise": _INNER_PRECISE})
 def weight_quant_batch_matmul_v2(x, weight, antiquant_scale, antiquant_offset, quant_scale, quant_offset, bias, *,
                                  transpose_x, transpose_weight, antiquant_group_size, dtype):
     """y = x @ ((weight + antiquant_offset) * antiquant_scale) + bias: the weight dequantised as ops-nn's

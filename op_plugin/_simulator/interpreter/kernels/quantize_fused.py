@@ -82,7 +82,8 @@ def _groups(group_index, rows):
     return torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts, dtype=torch.int64))
 
 
-@ge_kernel("DequantSwigluQuant", accepts={"x": (torch.int32, torch.float16, torch.bfloat16)})
+@ge_kernel("DequantSwigluQuant", accepts={"x": (torch.int32, torch.float16, torch.bfloat16), **{
+    name: (torch.float32,) for name in ("weight_scale", "activation_scale", "quant_scale", "quant_offset")}})
 def dequant_swiglu_quant(x, weight_scale, activation_scale, bias, quant_scale, quant_offset, group_index, *,
                          activate_left, quant_mode, dst_type, round_mode, activate_dim, swiglu_mode, clamp_limit,
                          glu_alpha, glu_bias):

@@ -194,7 +194,7 @@ def _dynamic_quant(rows, smooth):
     return quant, scale
 
 
-@ge_kernel("MoeInitRoutingV3")
+@ge_kernel("MoeInitRoutingV3", accepts={"expert_idx": (torch.int32,), "scale": (torch.float32,)})
 def init_routing_v3(x, expert_idx, scale, offset, *, active_num, expert_capacity, expert_num, drop_pad_mode,
                     expert_tokens_num_type, expert_tokens_num_flag, quant_mode, active_expert_range, row_idx_type):
     if x.dim() != 2 or expert_idx.dim() != 2 or x.shape[0] != expert_idx.shape[0]:
@@ -328,12 +328,14 @@ def finalize_routing(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_
     return out.to(expanded_x.dtype)
 
 
-@ge_kernel("MoeFinalizeRouting")
+@ge_kernel("MoeFinalizeRouting",
+           accepts={"expanded_row_idx": (torch.int32,), "expanded_expert_idx": (torch.int32,)})
 def moe_finalize_routing(expanded_x, x1, x2, bias, scales, expanded_row_idx, expanded_expert_idx):
     return finalize_routing(expanded_x, expanded_row_idx, x1, x2, bias, scales, expanded_expert_idx, 0, 1)
 
 
-@ge_kernel("MoeFinalizeRoutingV2", prototype=_FINALIZE_V2)
+@ge_kernel("MoeFinalizeRoutingV2", prototype=_FINALIZE_V2,
+           accepts={"expanded_row_idx": (torch.int32,), "expert_idx": (torch.int32,)})
 def moe_finalize_routing_v2(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx, *, drop_pad_mode, k):
     return finalize_routing(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx, drop_pad_mode, k)
 
