@@ -161,12 +161,16 @@ CORE = {  # op_plugin/_lowering/core_converters.py: core-ATen ops TorchAir does 
     "clamp_one_side": lambda x: x.clamp(max=0.3) + torch.clamp_min(x, x.mean(0)) + torch.clamp_max(x, x.flip(0)),
     "atan2": lambda x: torch.atan2(x, x.flip(0)),
     "logical_xor": lambda x: torch.logical_xor(x > 0, x.flip(1) > 0).float(),
+    "var": lambda x: x.var(1) + x.var(0, correction=0, keepdim=True).sum() + x.var(),
+    "var_mean": lambda x: torch.var_mean(x, 1, keepdim=True)[0] * torch.var_mean(x, 1, keepdim=True)[1],
+    "roll": lambda x: torch.roll(x, (1, -3), (0, 1)) + torch.roll(x, 7),
 }
 
 
 CORE_GE_TYPES = {"amin": "ReduceMin", "min_dim": "ArgMinWithValue", "min_all": "ReduceMin", "any_all": "ReduceAll",
                  "prod": "ReduceProd", "isnan": "IsNan", "squeeze_dims": "Squeeze", "atan2": "Atan2",
-                 "logical_xor": "NotEqual", "clamp_one_side": "ClipByValueV2"}
+                 "logical_xor": "NotEqual", "clamp_one_side": "ClipByValueV2", "var": "SquaredDifference",
+                 "var_mean": "SquaredDifference", "roll": "GatherV2"}
 
 
 @pytest.mark.parametrize("name", sorted(CORE))

@@ -130,3 +130,68 @@ def logical_xor(ta: TorchAirApi, self, other, meta_outputs=None):
     bool_type = ta.graph.DataType.DT_BOOL
     a, b = ta.dtype_promote(self, other, target_dtype=bool_type)
     return ta.dtype_promote(ta.ge.NotEqual(a, b), target_dtype=meta_outputs.dtype)
+
+
+def _count(ta: TorchAirApi, self, axes_list, dtype):
+    """The number of elements reduced over `axes_list`, from `Shape(x)` (symbolic sizes stay symbolic), in `dtype`."""
+    int64 = ta.graph.DataType.DT_INT64
+    sizes = ta.ge.Gather(ta.ge.Shape(self, dtype=int64), ta.graph.Const(axes_list, dtype=int64))
+    return ta.dtype_promote(ta.ge.ReduceProd(sizes, ta.graph.Const([0], dtype=int64), keep_dims=False),
+                            target_dtype=dtype)
+
+
+def _var_and_mean(ta: TorchAirApi, self, dim, correction, keepdim, dtype):
+    rank = self.rank
+    axes_list = sorted({d % rank for d in ([dim] if isinstance(dim, int) else dim)}) if dim else list(range(rank))
+    axes = ta.graph.Const(axes_list, dtype=ta.graph.DataType.DT_INT64)
+    x = ta.dtype_promote(self, target_dtype=dtype)
+    mean = ta.ge.ReduceMean(x, axes, keep_dims=True)
+    squares = ta.ge.ReduceSum(ta.ge.SquaredDifference(x, mean), axes, keep_dims=keepdim)
+    correction = 1 if correction is None else correction
+    kept = ta.ge.Sub(_count(ta, self, axes_list, dtype), ta.dtype_promote(correction, target_dtype=dtype))
+    divisor = ta.ge.Maximum(kept, ta.dtype_promote(0, target_dtype=dtype))
+    var = ta.ge.RealDiv(squares, divisor)
+    return var, (mean if keepdim else ta.ge.Squeeze(mean, axis=axes_list))
+
+
+@aten_converter(aten.var.correction, when="missing",
+                cases=[Support(F32(3, 4), [1]), Support(F32(2, 3, 4), [0, 2], correction=0, keepdim=True),
+                       Support(F32(5, 2)), Support(F32(4, 6), [1], correction=2)])
+def var(ta: TorchAirApi, self, dim=None, *, correction=None, keepdim=False, meta_outputs=None):
+    """`aten.var.correction` (`x.var(dim)`, hand-written norms): aten's definition, sum((x - mean)^2)
+    / max(N - correction, 0) with correction 1 by default (a divisor of 0 gives inf/nan as in
+    aten), as `ReduceSum(SquaredDifference(x, ReduceMean(x)))` over `RealDiv` by N from `Shape(x)`."""
+    return _var_and_mean(ta, self, dim, correction, keepdim, meta_outputs.dtype)[0]
+
+
+@aten_converter(aten.var_mean.correction, when="missing",
+                cases=[Support(F32(3, 4), [1]), Support(F32(2, 3, 4), [0, 2], correction=0, keepdim=True)])
+def var_mean(ta: TorchAirApi, self, dim=None, *, correction=None, keepdim=False, meta_outputs=None):
+    """`aten.var_mean.correction` (`torch.var_mean`: hand-written layer norms): (var, mean) as `var`."""
+    return _var_and_mean(ta, self, dim, correction, keepdim, meta_outputs[0].dtype)
+
+
+@aten_converter(aten.roll.default, when="missing",
+                cases=[Support(F32(4, 5), [1], [0]), Support(F32(3, 4, 5), [-2, 7], [2, 1]), Support(F32(3, 4), [5])])
+def roll(ta: TorchAirApi, self, shifts, dims=(), meta_outputs=None):
+    """`aten.roll` (`torch.roll`: Swin's shifted windows): element i of a rolled dim of size n is the
+    input's element (i - shift) mod n (aten's definition); without dims the flattened tensor is
+    rolled and reshaped back. Lowered per dim to `GatherV2(x, FloorMod(Range(n) - shift, n), dim)`,
+    n from `Shape(x)` so symbolic sizes stay symbolic."""
+    shifts, dims = list(shifts), list(dims)
+    if not dims:
+        int64 = ta.graph.DataType.DT_INT64
+        flat = ta.ge.Reshape(self, ta.graph.Const([-1], dtype=int64))
+        return ta.ge.Reshape(_roll(ta, flat, 1, shifts, [0]), ta.ge.Shape(self, dtype=int64))
+    return _roll(ta, self, self.rank, shifts, dims)
+
+
+def _roll(ta: TorchAirApi, x, rank: int, shifts, dims):
+    ge, const, int64 = ta.ge, ta.graph.Const, ta.graph.DataType.DT_INT64
+    for shift, dim in zip(shifts, dims, strict=True):
+        axis = const(dim % rank, dtype=int64)
+        size = ge.Gather(ge.Shape(x, dtype=int64), axis)
+        index = ge.FloorMod(ge.Sub(ge.Range(const(0, dtype=int64), size, const(1, dtype=int64)),
+                                   const(shift, dtype=int64)), size)
+        x = ge.GatherV2(x, index, axis)
+    return x
