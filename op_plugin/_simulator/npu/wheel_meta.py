@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
 import hashlib
 import hmac
 import importlib.util
@@ -66,18 +67,7 @@ class SchemaEntry:
 def schema_entries(wheel_root: Path, names) -> dict[str, SchemaEntry]:
     """The ``custom:`` entries of the codegen YAML for `names` (default overloads only)."""
     wanted = set(names)
-    text = (Path(wheel_root) / CODEGEN_YAML).read_text()
-    custom = _top_level_section(text, "custom")
-    found: dict[str, SchemaEntry] = {}
-    # Entries are "- key: value" blocks; parsing each small block alone is much cheaper than the file.
-    for block in re.split(r"\n(?=- )", custom):
-        match = re.search(r"func:\s*(\w+)\(", block)
-        if not match or match.group(1) not in wanted:
-            continue
-        entry = yaml.safe_load(block)[0]
-        tags = entry.get("tags") or ()
-        found[match.group(1)] = SchemaEntry(match.group(1), entry["func"],
-                                            tuple([tags] if isinstance(tags, str) else tags))
+    found = {name: entry for name, entry in all_schema_entries(wheel_root).items() if name in wanted}
     missing = sorted(wanted - set(found))
     if missing:
         raise WheelOpUnavailable(f"{CODEGEN_YAML} has no custom: entry for {', '.join(missing)}")
@@ -87,17 +77,24 @@ def schema_entries(wheel_root: Path, names) -> dict[str, SchemaEntry]:
 def all_schema_entries(wheel_root: Path) -> dict[str, SchemaEntry]:
     """Every ``custom:`` entry of the codegen YAML, overloads included ("npu_grouped_matmul.List"),
     in the file's order: the operators torch_npu defines in the ``npu`` namespace."""
+    return dict(_all_schema_entries(str(wheel_root)))
+
+
+@functools.lru_cache(maxsize=4)
+def _all_schema_entries(wheel_root: str) -> tuple[tuple[str, SchemaEntry], ...]:
     text = (Path(wheel_root) / CODEGEN_YAML).read_text()
-    found: dict[str, SchemaEntry] = {}
-    for block in re.split(r"\n(?=- )", _top_level_section(text, "custom")):
-        match = re.search(r"func:\s*([\w.]+)\(", block)
+    # One safe load of the section, with libyaml's loader where PyYAML has it (10x faster: this runs in
+    # every process that defines the ops)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    found: list[tuple[str, SchemaEntry]] = []
+    for entry in yaml.load(_top_level_section(text, "custom"), Loader=loader) or ():  # noqa: S506 (a safe loader)
+        match = re.match(r"\s*([\w.]+)\(", str(entry.get("func", ""))) if isinstance(entry, dict) else None
         if not match:
             continue
-        entry = yaml.safe_load(block)[0]
         tags = entry.get("tags") or ()
-        found[match.group(1)] = SchemaEntry(match.group(1), entry["func"],
-                                            tuple([tags] if isinstance(tags, str) else tags))
-    return found
+        found.append((match.group(1), SchemaEntry(match.group(1), entry["func"],
+                                                  tuple([tags] if isinstance(tags, str) else tags))))
+    return tuple(found)
 
 
 def _top_level_section(text: str, key: str) -> str:
