@@ -7,8 +7,8 @@ What CANN defines, and what these kernels keep: the experts are split evenly ove
 (rank r holds experts [r*L, (r+1)*L), L = moe_expert_num / ep_world_size); expand_x holds, per
 local expert, exactly the tokens routed to it from every rank, with their counts in
 expert_token_nums (counts, or their prefix sums for expert_token_nums_type=0); combine returns
-``x[t] = sum_j expert_scales[t, j] * expert_output(t, j)``, computed in float32 and rounded to
-expand_x's dtype. expand_x has the Meta's upper bound A of rows; the rows after
+``x[t] = sum_j expert_scales[t, j] * expert_output(t, j)`` (computed here in float32 and rounded to
+expand_x's dtype; CANN does not state its accumulation). expand_x has the Meta's upper bound A of rows; the rows after
 sum(expert_token_nums) are zeros here (CANN does not say what they hold).
 
 What CANN leaves implementation-defined ("may vary depending on the product model, communication
