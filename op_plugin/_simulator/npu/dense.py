@@ -41,6 +41,11 @@ operator docs (ops-nn ``TransposeBatchMatMul``); 16-bit floats are computed in f
   (ops-nn MaskedSoftmaxWithRelPosBias README, Swin's window attention): ``softmax(scale_value * x + atten_mask +
   relative_pos_bias)`` over the last dim in float32 with the README's shapes: x ``(B*W, N, S1, S2)`` or ``(B, W,
   N, S1, S2)``, atten_mask ``(W, S1, S2)`` (or its 4/5-D forms), relative_pos_bias ``(N, S1, S2)`` (likewise).
+* ``npu_ffn(x, weight1, weight2, activation, ...)`` (ops-transformer FFN, torch_npu's docs): ``activation(x W1 +
+  b1) W2 + b2``, non-quantised and without experts; float16 with inner_precise 1 rounds ``x W1 + b1`` to float16
+  first (the kernel's high-performance path), else it stays float32; the activation (relu, silu, gelu in its tanh
+  form, fastgelu as AscendC's FasterGelu) is rounded to x's dtype before the second matmul. Experts, GLU
+  activations and quantisation are refused.
 * ``npu_prefetch(self, dependency, max_size, offset)``: a prefetch into the NPU's L2 cache: no output and no
   effect on any value, so nothing is done beyond checking max_size > 0 and offset >= 0.
 """
@@ -221,6 +226,38 @@ def npu_masked_softmax_with_rel_pos_bias(x, atten_mask, relative_pos_bias, scale
     return torch.nn.functional.softmax(logits, dim=-1).reshape(x.shape).to(x.dtype)
 
 
+_FFN_ACTIVATIONS = {
+    "relu": torch.nn.functional.relu,
+    "silu": torch.nn.functional.silu,
+    "gelu": lambda h: torch.nn.functional.gelu(h, approximate="tanh"),
+    "fastgelu": lambda h: torch.sigmoid(1.702 * h) * h,   # = FasterGelu's x / (1 + e^{-1.702|x|}) e^{0.851(x - |x|)}
+}
+
+
+def npu_ffn(x, weight1, weight2, activation, *, expert_tokens=None, expert_tokens_index=None, bias1=None, bias2=None,
+            scale=None, offset=None, deq_scale1=None, deq_scale2=None, antiquant_scale1=None, antiquant_scale2=None,
+            antiquant_offset1=None, antiquant_offset2=None, inner_precise=None, output_dtype=None):
+    op = "npu_ffn"
+    quant = (scale, offset, deq_scale1, deq_scale2, antiquant_scale1, antiquant_scale2, antiquant_offset1,
+             antiquant_offset2)
+    if expert_tokens is not None or expert_tokens_index is not None:
+        raise NotImplementedError(f"npu::{op}: expert_tokens: the expert-grouped FFN is not simulated")
+    if any(t is not None for t in quant) or output_dtype is not None or x.dtype not in (torch.float16, torch.bfloat16):
+        raise NotImplementedError(f"npu::{op}: only the non-quantised float16/bfloat16 FFN is simulated")
+    if activation not in _FFN_ACTIVATIONS:
+        raise NotImplementedError(f"npu::{op}: activation {activation!r}: only {sorted(_FFN_ACTIVATIONS)} are "
+                                  "simulated")
+    chained = x.shape[-1] == weight1.shape[0] and weight1.shape[1] == weight2.shape[0]
+    if weight1.dim() != 2 or weight2.dim() != 2 or not chained:
+        raise ValueError(f"npu::{op}: x {tuple(x.shape)}, weight1 {tuple(weight1.shape)}, weight2 "
+                         f"{tuple(weight2.shape)} must chain as (M, K1), (K1, N1), (N1, N2)")
+    h = x.float() @ weight1.float() + (0 if bias1 is None else bias1.float())
+    if x.dtype == torch.float16 and inner_precise == 1:
+        h = h.half().float()
+    h = _FFN_ACTIVATIONS[activation](h).to(x.dtype).float()
+    return (h @ weight2.float() + (0 if bias2 is None else bias2.float())).to(x.dtype)
+
+
 def npu_prefetch(self, dependency, max_size, offset=0):
     if max_size <= 0 or offset < 0:
         raise ValueError(f"npu::npu_prefetch: max_size {max_size} must be > 0 and offset {offset} >= 0")
@@ -231,6 +268,7 @@ KERNELS = {
     "npu_add_rms_norm_v2_functional": npu_add_rms_norm_v2_functional,
     "npu_group_norm_silu": npu_group_norm_silu,
     "npu_prefetch": npu_prefetch,
+    "npu_ffn": npu_ffn,
     "npu_masked_softmax_with_rel_pos_bias": npu_masked_softmax_with_rel_pos_bias,
     "npu_format_cast": npu_format_cast,
     "npu_top_k_top_p": npu_top_k_top_p,
