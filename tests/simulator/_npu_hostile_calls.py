@@ -142,6 +142,8 @@ VALID = {
     "npu_prefetch": lambda: ((_r(4, 4), None, 64), {}),
     "npu_scatter_list": lambda: (([_r(2, 6, 4) for _ in range(3)], torch.tensor([0, 4, 3], dtype=I32),
                                   _r(3, 2, 2, 4)), {"mask": torch.tensor([1, 0, 7], dtype=torch.uint8)}),
+    "npu_masked_softmax_with_rel_pos_bias": lambda: ((_r(2, 3, 2, 4, 5), _r(3, 4, 5), _r(2, 4, 5), 0.5), {}),
+    "npu_ffn": lambda: ((_r(2, 4, dtype=F16), _r(4, 8, dtype=F16), _r(8, 4, dtype=F16), "relu"), {}),
     "npu_anti_quant": lambda: ((torch.randint(-8, 8, (3, 4), dtype=torch.int8), torch.rand(4)),
                                {"offset": torch.rand(4)}),
     "npu_quant_matmul": _quant_matmul,
@@ -156,4 +158,5 @@ VALID = {
 }
 # MC2 and MoE-distribute ops need a process group (hcom); their hostile cases belong with tests/distributed/test_mc2.py.
 NEEDS_PROCESS_GROUP = ("npu_mm_all_reduce_base", "npu_all_gather_base_mm", "npu_mm_reduce_scatter_base",
-                       "npu_moe_distribute_dispatch", "npu_moe_distribute_combine")
+                       "npu_moe_distribute_dispatch", "npu_moe_distribute_combine",
+                       "npu_moe_distribute_dispatch_v2", "npu_moe_distribute_combine_v2")

@@ -34,8 +34,12 @@ def _int_places(name, args, kwargs):
     """int_arguments of the call, plus the schema's int arguments the call leaves at their defaults."""
     schema = ops.overload_of(name)._schema
     given = {a.name for a in schema.arguments[:len(args)]} | set(kwargs)
+    text = str(schema)
+    # ScalarType arguments are ints to the JIT type system, but an int that is not a ScalarType number
+    # crashes torch's own call path (torch.ops.aten.to.dtype(x, 2487) too) before any kernel runs
+    dtypes = {a.name for a in schema.arguments if f"ScalarType {a.name}" in text or f"ScalarType? {a.name}" in text}
     defaults = [("scalar", True, a.name, None) for a in schema.arguments
-                if a.name not in given and str(a.type) in ("int", "Optional[int]", "SymInt")]
+                if a.name not in given | dtypes and str(a.type) in ("int", "Optional[int]", "SymInt")]
     return int_arguments(args, kwargs) + defaults
 
 
