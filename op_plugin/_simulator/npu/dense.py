@@ -247,6 +247,8 @@ def npu_ffn(x, weight1, weight2, activation, *, expert_tokens=None, expert_token
     if activation not in _FFN_ACTIVATIONS:
         raise NotImplementedError(f"npu::{op}: activation {activation!r}: only {sorted(_FFN_ACTIVATIONS)} are "
                                   "simulated")
+    if inner_precise not in (None, 0, 1):
+        raise ValueError(f"npu::{op}: inner_precise {inner_precise} is not 0 (high precision) or 1 (high performance)")
     chained = x.shape[-1] == weight1.shape[0] and weight1.shape[1] == weight2.shape[0]
     if weight1.dim() != 2 or weight2.dim() != 2 or not chained:
         raise ValueError(f"npu::{op}: x {tuple(x.shape)}, weight1 {tuple(weight1.shape)}, weight2 "
