@@ -18,7 +18,8 @@ from ._tools.compare import CompareReport, compare
 from ._tools.inspect import InspectReport, inspect
 
 __all__ = [
-    "backward", "converter", "is_loaded", "load_torchair", "load_yaml", "meta", "reference", "setup_context", "npugraph_backend",
+    "backward", "converter", "is_loaded", "load_torchair", "load_yaml", "meta", "reference", "setup_context",
+    "npugraph_backend",
     "NpuGraphConfig", "inspect", "InspectReport", "compare", "CompareReport",
     "MissingImplementationError", "OpPluginError", "YamlSpecError", "shipped_yaml_files",
 ]

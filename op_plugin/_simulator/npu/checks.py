@@ -10,6 +10,8 @@ import functools
 
 import torch
 
+from ..interpreter.errors import KernelError
+
 
 def same_shape(op: str, **tensors: torch.Tensor) -> None:
     """Refuse unless every given tensor (None skipped) has the first one's shape (no broadcasting)."""
@@ -69,3 +71,17 @@ def naming_errors(name: str, kernel):
                 renamed = RuntimeError(message)
             raise renamed from error
     return checked
+
+
+def named_refusals(op: str):
+    """Decorator: a kernel computed by a GE kernel of the interpreter re-raises that kernel's refusal
+    (KernelError, which the executor names by node) as a ValueError naming the npu op."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def kernel(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except KernelError as error:
+                raise ValueError(f"npu::{op}: {error}") from None
+        return kernel
+    return wrap

@@ -22,11 +22,10 @@ converters refuse them for these ops.
 """
 from __future__ import annotations
 
-import functools
 
 import torch
 
-from ..interpreter.errors import KernelError
+from .checks import named_refusals
 from ..interpreter.kernels import mc2
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -43,18 +42,6 @@ def hccl_comm_name(group=None) -> str:
     return f"tag={c10d._get_group_tag(group)};rank_list={','.join(str(r) for r in ranks)}"  # pylint: disable=protected-access
 
 
-def _named(op):
-    """Name the op in the refusals of the shared GE kernels."""
-    def wrap(fn):
-        @functools.wraps(fn)
-        def kernel(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except KernelError as error:
-                raise ValueError(f"npu::{op}: {error}") from None
-        return kernel
-    return wrap
-
 
 def _half_inputs(op: str, x1, x2) -> None:
     if x1.dtype not in _HALF or x2.dtype != x1.dtype:
@@ -69,7 +56,7 @@ def _no_quantisation(op: str, **arguments) -> None:
                          "fp16/bf16")
 
 
-@_named("npu_mm_all_reduce_base")
+@named_refusals("npu_mm_all_reduce_base")
 def npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op="sum", bias=None, antiquant_scale=None, antiquant_offset=None,
                            x3=None, dequant_scale=None, pertoken_scale=None, comm_quant_scale_1=None,
                            comm_quant_scale_2=None, antiquant_group_size=0, comm_turn=0, group_sizes=None,
@@ -87,7 +74,7 @@ def npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op="sum", bias=None, antiquan
         comm_quant_mode=comm_quant_mode)
 
 
-@_named("npu_all_gather_base_mm")
+@named_refusals("npu_all_gather_base_mm")
 def npu_all_gather_base_mm(x1, x2, hcom, world_size, *, bias=None, x1_scale=None, x2_scale=None, gather_index=0,
                            gather_output=True, comm_turn=0, output_dtype=None, comm_mode=None):
     _half_inputs("npu_all_gather_base_mm", x1, x2)
@@ -97,7 +84,7 @@ def npu_all_gather_base_mm(x1, x2, hcom, world_size, *, bias=None, x1_scale=None
                                  is_gather_out=gather_output)
 
 
-@_named("npu_mm_reduce_scatter_base")
+@named_refusals("npu_mm_reduce_scatter_base")
 def npu_mm_reduce_scatter_base(x1, x2, hcom, world_size, *, reduce_op="sum", bias=None, x1_scale=None,
                                x2_scale=None, comm_turn=0, output_dtype=None, comm_mode=None):
     _half_inputs("npu_mm_reduce_scatter_base", x1, x2)

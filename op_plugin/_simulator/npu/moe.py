@@ -23,33 +23,21 @@ there and in docs/torch-npu-ops.md) and names the op in every refusal:
 """
 from __future__ import annotations
 
-import functools
 
 import torch
 
 from ..interpreter.errors import KernelError
+from .checks import named_refusals
 from ..interpreter.kernels.transformer import moe as gmm_kernels, moe_routing as routing
 
 
-def _named(op):
-    """Name the op in the refusals of the shared CANN kernels."""
-    def wrap(fn):
-        @functools.wraps(fn)
-        def kernel(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except KernelError as error:
-                raise ValueError(f"npu::{op}: {error}") from None
-        return kernel
-    return wrap
 
-
-@_named("npu_moe_gating_top_k_softmax")
+@named_refusals("npu_moe_gating_top_k_softmax")
 def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
     return routing.gating_top_k_softmax(x, finished, k=k)
 
 
-@_named("npu_moe_gating_top_k")
+@named_refusals("npu_moe_gating_top_k")
 def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1, group_count=1,
                          group_select_mode=0, renorm=0, norm_type=0, out_flag=False, routed_scaling_factor=1.0,
                          eps=1e-20):
@@ -58,12 +46,12 @@ def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_gro
                                 out_flag=out_flag, routed_scaling_factor=routed_scaling_factor, eps=eps)
 
 
-@_named("npu_moe_init_routing")
+@named_refusals("npu_moe_init_routing")
 def npu_moe_init_routing(x, row_idx, expert_idx, active_num):
     return routing.init_routing(x, row_idx, expert_idx, active_num=active_num)
 
 
-@_named("npu_moe_init_routing_v2")
+@named_refusals("npu_moe_init_routing_v2")
 def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_num=-1, expert_capacity=-1,
                             expert_num=-1, drop_pad_mode=0, expert_tokens_num_type=0, expert_tokens_num_flag=False,
                             quant_mode=-1, active_expert_range=(), row_idx_type=0, x_dtype=None):
@@ -77,7 +65,7 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
         active_expert_range=list(active_expert_range or ()), row_idx_type=row_idx_type)
 
 
-@_named("npu_moe_finalize_routing")
+@named_refusals("npu_moe_finalize_routing")
 def npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales, expanded_src_to_dst_row,
                              export_for_source_row, drop_pad_mode=0, k=1):
     return routing.finalize_routing(expanded_permuted_rows, expanded_src_to_dst_row, skip1, skip2, bias, scales,
@@ -85,7 +73,7 @@ def npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales,
                                     1 if k is None else k)
 
 
-@_named("npu_moe_compute_expert_tokens")
+@named_refusals("npu_moe_compute_expert_tokens")
 def npu_moe_compute_expert_tokens(sorted_expert_for_source_row, num_expert):
     return routing.compute_expert_tokens(sorted_expert_for_source_row, num_experts=num_expert)
 
@@ -99,7 +87,7 @@ def permuted_rows(num_out_tokens, total):
     return min(n, total) if n > 0 else n + total
 
 
-@_named("npu_moe_token_permute")
+@named_refusals("npu_moe_token_permute")
 def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=False):
     if padded_mode:
         raise KernelError("padded_mode=True is not supported by CANN (only False)")
@@ -119,7 +107,7 @@ def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=Fals
     return expanded[:rows].contiguous(), sorted_indices
 
 
-@_named("npu_moe_token_unpermute")
+@named_refusals("npu_moe_token_unpermute")
 def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_mode=False, restore_shape=None):
     if padded_mode or restore_shape is not None:
         raise KernelError("padded_mode=True / restore_shape are not supported by CANN (only False / None)")
@@ -144,7 +132,7 @@ def _grouped_matmul(x, weight, bias, scale, offset, antiquant_scale, antiquant_o
     return list(y) if isinstance(y, tuple) else [y]
 
 
-@_named("npu_grouped_matmul")
+@named_refusals("npu_grouped_matmul")
 def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiquant_scale=None, antiquant_offset=None,
                        per_token_scale=None, group_list=None, activation_input=None, activation_quant_scale=None,
                        activation_quant_offset=None, split_item=0, group_type=None, group_list_type=0, act_type=0,
@@ -158,7 +146,7 @@ def npu_grouped_matmul(x, weight, *, bias=None, scale=None, offset=None, antiqua
                            group_list, split_item, group_type, group_list_type, act_type, unsupported)
 
 
-@_named("npu_grouped_matmul.List")
+@named_refusals("npu_grouped_matmul.List")
 def npu_grouped_matmul_list(x, weight, *, bias=None, scale=None, offset=None, antiquant_scale=None,
                             antiquant_offset=None, per_token_scale=None, group_list=None, activation_input=None,
                             activation_quant_scale=None, activation_quant_offset=None, split_item=0, group_type=None,

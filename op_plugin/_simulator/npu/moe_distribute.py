@@ -14,10 +14,10 @@ schedule); their elastic scaling, special experts, shared_expert_x and dtype arg
 from __future__ import annotations
 
 from ..interpreter.kernels import moe_distribute
-from .collective_matmul import _named
+from .checks import named_refusals
 
 
-@_named("npu_moe_distribute_dispatch")
+@named_refusals("npu_moe_distribute_dispatch")
 def npu_moe_distribute_dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *, scales=None,
                                 x_active_mask=None, expert_scales=None, group_tp="", tp_world_size=0, tp_rank_id=0,
                                 expert_shard_type=0, shared_expert_num=1, shared_expert_rank_num=0, quant_mode=0,
@@ -30,7 +30,7 @@ def npu_moe_distribute_dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_
         expert_token_nums_type=expert_token_nums_type)
 
 
-@_named("npu_moe_distribute_combine")
+@named_refusals("npu_moe_distribute_combine")
 def npu_moe_distribute_combine(expand_x, expert_ids, expand_idx, ep_send_counts, expert_scales, group_ep,
                                ep_world_size, ep_rank_id, moe_expert_num, *, tp_send_counts=None, x_active_mask=None,
                                activation_scale=None, weight_scale=None, group_list=None, expand_scales=None,
@@ -49,7 +49,7 @@ def npu_moe_distribute_combine(expand_x, expert_ids, expand_idx, ep_send_counts,
         comm_quant_mode=comm_quant_mode, group_list_type=group_list_type)
 
 
-@_named("npu_moe_distribute_dispatch_v2")
+@named_refusals("npu_moe_distribute_dispatch_v2")
 def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_rank_id, moe_expert_num, *,
                                    scales=None, x_active_mask=None, expert_scales=None, elastic_info=None,
                                    performance_info=None, group_tp="", tp_world_size=0, tp_rank_id=0,
@@ -69,7 +69,7 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
         copy_expert_num=copy_expert_num, const_expert_num=const_expert_num, y_dtype=None)
 
 
-@_named("npu_moe_distribute_combine_v2")
+@named_refusals("npu_moe_distribute_combine_v2")
 def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales,
                                   group_ep, ep_world_size, ep_rank_id, moe_expert_num, *, tp_send_counts=None,
                                   x_active_mask=None, expand_scales=None, shared_expert_x=None, elastic_info=None,

@@ -139,12 +139,12 @@ def softmax_stats(row):
 _HALF_TYPES = (torch.float16, torch.bfloat16)
 
 
-@ge_kernel("FlashAttentionScore", accepts={"query": _HALF_TYPES, "key": _HALF_TYPES, "value": _HALF_TYPES})
-def flash_attention_score(query, key, value, real_shift, drop_mask, padding_mask, atten_mask, prefix,
-                          actual_seq_qlen, actual_seq_kvlen, q_start_idx, kv_start_idx, *, scale_value, keep_prob,
-                          pre_tockens, next_tockens, head_num, input_layout, inner_precise, sparse_mode):
-    refused = (("real_shift (pse)", real_shift), ("drop_mask (dropout)", drop_mask), ("padding_mask", padding_mask),
-               ("prefix", prefix), ("actual_seq_qlen", actual_seq_qlen), ("actual_seq_kvlen", actual_seq_kvlen))
+def refuse_unsimulated_inputs(pse: tuple[str, object], drop_mask, padding_mask, prefix, actual_seq_qlen,
+                              actual_seq_kvlen, q_start_idx, kv_start_idx, keep_prob, inner_precise) -> None:
+    """The inputs and attrs of FlashAttentionScore (and its Grad) the simulator does not compute: refused
+    by name. `pse`: (its name on the node type, the input)."""
+    refused = (pse, ("drop_mask (dropout)", drop_mask), ("padding_mask", padding_mask), ("prefix", prefix),
+               ("actual_seq_qlen", actual_seq_qlen), ("actual_seq_kvlen", actual_seq_kvlen))
     for what, given in refused:
         if given is not None:
             refuse(f"{what} is not implemented on the simulator")
@@ -155,6 +155,14 @@ def flash_attention_score(query, key, value, real_shift, drop_mask, padding_mask
         refuse(f"keep_prob={keep_prob} (dropout) is not implemented on the simulator")
     if inner_precise not in (0, 1, 2):
         refuse(f"inner_precise={inner_precise} is not a CANN value (0, 1, 2)")
+
+
+@ge_kernel("FlashAttentionScore", accepts={"query": _HALF_TYPES, "key": _HALF_TYPES, "value": _HALF_TYPES})
+def flash_attention_score(query, key, value, real_shift, drop_mask, padding_mask, atten_mask, prefix,
+                          actual_seq_qlen, actual_seq_kvlen, q_start_idx, kv_start_idx, *, scale_value, keep_prob,
+                          pre_tockens, next_tockens, head_num, input_layout, inner_precise, sparse_mode):
+    refuse_unsimulated_inputs(("real_shift (pse)", real_shift), drop_mask, padding_mask, prefix, actual_seq_qlen,
+                              actual_seq_kvlen, q_start_idx, kv_start_idx, keep_prob, inner_precise)
     layout, heads = input_layout, head_num
     try:
         q = to_bnsd(query, layout, heads)

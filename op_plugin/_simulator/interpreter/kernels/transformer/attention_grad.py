@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 
 from ...registry import ge_kernel, refuse
-from ..common import int_list, opmath
-from .attention import AttentionError, from_bnsd, kv_heads, sparse_mask, to_bnsd
+from ..common import opmath
+from .attention import AttentionError, from_bnsd, kv_heads, refuse_unsimulated_inputs, sparse_mask, to_bnsd
 
 
 def attention_grad(q, k, v, dy, out, row_max, row_sum, scale, masked):
@@ -80,18 +80,8 @@ def flash_attention_score_grad(query, key, value, dy, pse_shift, drop_mask, padd
                                softmax_sum, softmax_in, attention_in, prefix, actual_seq_qlen, actual_seq_kvlen,
                                q_start_idx, kv_start_idx, *, scale_value, keep_prob, pre_tockens, next_tockens,
                                head_num, input_layout, inner_precise, sparse_mode):
-    refused = (("pse_shift", pse_shift), ("drop_mask (dropout)", drop_mask), ("padding_mask", padding_mask),
-               ("prefix", prefix), ("actual_seq_qlen", actual_seq_qlen), ("actual_seq_kvlen", actual_seq_kvlen))
-    for what, given in refused:
-        if given is not None:
-            refuse(f"{what} is not implemented on the simulator")
-    for what, given in (("q_start_idx", q_start_idx), ("kv_start_idx", kv_start_idx)):
-        if given is not None and any(int_list(given)):
-            refuse(f"a non-zero {what} is not implemented on the simulator")
-    if keep_prob != 1.0:
-        refuse(f"keep_prob={keep_prob} (dropout) is not implemented on the simulator")
-    if inner_precise not in (0, 1, 2):
-        refuse(f"inner_precise={inner_precise} is not a CANN value (0, 1, 2)")
+    refuse_unsimulated_inputs(("pse_shift", pse_shift), drop_mask, padding_mask, prefix, actual_seq_qlen,
+                              actual_seq_kvlen, q_start_idx, kv_start_idx, keep_prob, inner_precise)
     try:
         dq, dk, dv = fusion_attention_grad(
             query, key, value, dy, atten_mask, softmax_max, softmax_sum, attention_in, head_num=head_num,
