@@ -50,8 +50,10 @@ zoo: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 tests/zoo
 
 # The distributed tier: collectives in GE graphs over N gloo ranks on 127.0.0.1, each case under a
-# hard timeout (docs/distributed.md; about a minute).
+# hard timeout (docs/distributed.md; about a minute). Installs the `zoo` extra: a transformers decoder
+# layer runs under DTensor tensor parallelism.
 distributed: setup
+	$(PY) -m pip install --quiet -e '.[zoo]' torch==2.13.0
 	$(PY) -m pytest -q -p no:cacheprovider tests/distributed
 
 # What CI runs (.ci/run): the README's test command, then the declared cases, the distributed tier and the zoo.
