@@ -223,6 +223,14 @@ def _functional_twins(entries, names, undefined) -> dict[str, tuple[str, list[in
     return pairs
 
 
+def _unwrap_functional(value):
+    """A functional tensor synced and unwrapped (any other value as it is), for a call below Functionalize."""
+    if isinstance(value, torch.Tensor) and torch._is_functional_tensor(value):
+        torch._sync(value)
+        return torch._from_functional_tensor(value)
+    return value
+
+
 def _functionalize_twin_kernel(name: str, functional: str, mutated: list[int]):
     """torch_npu's functionalization of an op writing several inputs: the ``_functional`` twin below
     Functionalize, its trailing results replace_ + commit_update + sync the mutated inputs, its leading
@@ -232,16 +240,10 @@ def _functionalize_twin_kernel(name: str, functional: str, mutated: list[int]):
     arg_names = [a.name for a in inplace_op._schema.arguments]
     skip = torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
 
-    def unwrap(value):
-        if isinstance(value, torch.Tensor) and torch._is_functional_tensor(value):
-            torch._sync(value)
-            return torch._from_functional_tensor(value)
-        return value
-
     def kernel(*args, **kwargs):
         targets = [args[i] if i < len(args) else kwargs[arg_names[i]] for i in mutated]
-        inner_args = [unwrap(a) for a in args]
-        inner_kwargs = {k: unwrap(v) for k, v in kwargs.items()}
+        inner_args = [_unwrap_functional(a) for a in args]
+        inner_kwargs = {k: _unwrap_functional(v) for k, v in kwargs.items()}
         if not any(torch._is_functional_tensor(t) for t in targets):  # nothing to functionalize
             with torch._C._ExcludeDispatchKeyGuard(skip):
                 return inplace_op(*inner_args, **inner_kwargs)
@@ -269,16 +271,10 @@ def _functionalize_kernel(name: str, functional: str):
     inplace_op = getattr(getattr(torch.ops, NAMESPACE), name).default
     skip = torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
 
-    def unwrap(value):
-        if isinstance(value, torch.Tensor) and torch._is_functional_tensor(value):
-            torch._sync(value)
-            return torch._from_functional_tensor(value)
-        return value
-
     def kernel(self, *args, **kwargs):
-        inner_self = unwrap(self)
-        inner_args = [unwrap(a) for a in args]
-        inner_kwargs = {k: unwrap(v) for k, v in kwargs.items()}
+        inner_self = _unwrap_functional(self)
+        inner_args = [_unwrap_functional(a) for a in args]
+        inner_kwargs = {k: _unwrap_functional(v) for k, v in kwargs.items()}
         if not torch._is_functional_tensor(self):  # nothing to functionalize: run the in-place op itself
             with torch._C._ExcludeDispatchKeyGuard(skip):
                 return inplace_op(inner_self, *inner_args, **inner_kwargs)
