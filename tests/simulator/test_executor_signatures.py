@@ -123,6 +123,19 @@ def test_folded_values_are_computed_once_per_signature_and_never_handed_out(grap
     assert len(plan._verified) == 2
 
 
+def test_a_graph_with_no_kernel_step_runs_its_repeated_signatures(graph_builder):
+    """Outputs that are inputs and constants (a backward graph whose gradients are all folded): the
+    straight-line program of a repeated signature has no step to run (it once failed to compile)."""
+    g = graph_builder()
+    x = g.data("x", F32, [-1, 3])
+    zero = g.const("zero", torch.zeros(3))
+    plan = _with_fx(plan_module.compile_graph(g.output([x, zero], [(F32, [-1, 3]), (F32, [3])])))
+    for rows in (2, 2, 2):
+        y, z = plan.run([torch.ones(rows, 3)])
+        assert torch.equal(y, torch.ones(rows, 3)) and torch.equal(z, torch.zeros(3))
+    assert plan._program is not None  # the fast path ran
+
+
 def test_graphs_without_an_fx_record_or_with_data_dependent_ops_check_every_call(graph_builder):
     plan = plan_module.compile_graph(_shape_graph(graph_builder))
     assert plan._verified is None  # hand-built: nothing says the shapes follow from the signature

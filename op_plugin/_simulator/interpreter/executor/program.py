@@ -39,6 +39,8 @@ def build_program(plan):
     lines.append("    try:")
     for position, step in enumerate(steps):
         lines.extend("        " + line for line in _step_lines(position, step, namespace))
+    if not steps:  # every node folded, or the outputs are inputs and constants
+        lines.append("        pass")
     lines.append("    except _GeExecutionError:")
     lines.append("        raise")
     lines.append("    except Exception as error:")
