@@ -289,14 +289,18 @@ def _declared_cases(args) -> int:
         with Progress(len(cases)) as progress:
             results = run_cases([c.case_id for c in cases], workers=args.workers, timeout=args.timeout,
                                 setup=args.setup or [], on_result=progress.advance)
-    summary = summarize(results)
+    try:
+        previous = read_known(args.write_known) if args.write_known and Path(args.write_known).exists() else {}
+    except (OSError, ValueError) as exc:  # an existing --write-known file that is not a known-failures file
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary = summarize(results, known or previous)
     print(summary_text(summary))
     try:
         if args.json:
             Path(args.json).write_text(json.dumps({"summary": summary, "cases": [r.as_dict() for r in results]},
                                                   indent=1) + "\n", encoding="utf-8")
             print(f"wrote {args.json}")
-        previous = read_known(args.write_known) if args.write_known and Path(args.write_known).exists() else {}
         if args.markdown:  # the known-failures file's hand-written reasons become the page's notes
             Path(args.markdown).write_text(render_page(results, summary, known or previous), encoding="utf-8")
             print(f"wrote {args.markdown}")
@@ -304,11 +308,8 @@ def _declared_cases(args) -> int:
             # a --prefix run keeps the entries of the cases it did not run
             count = write_known(args.write_known, results, previous, keep_unrun=bool(args.prefix))
             print(f"wrote {args.write_known}: {count} known failures")
-    except OSError as exc:  # an output file that cannot be written (or an existing --write-known unread)
+    except OSError as exc:  # an output file that cannot be written
         print(f"error: cannot write {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:  # an existing --write-known file that is not a known-failures file
-        print(f"error: {exc}", file=sys.stderr)
         return 2
     if known is not None:
         outcome = check_known(results, known, all_cases_ran=not args.prefix)

@@ -186,6 +186,28 @@ def test_an_npu_case_eager_cannot_run_must_be_listed_with_its_reason(tmp_path):
     assert [k.case_id for k in outcome.stale] == ["npu.op.default#1"]
 
 
+def test_an_invalid_case_verdict_is_kept_and_left_out_of_the_valid_rate_only(tmp_path):
+    results = [CaseResult("npu.a.default#1", "pass"), CaseResult("npu.b.default#1", "eager-unsupported", "refused"),
+               CaseResult("npu.c.default#1", "kernel-error", "TypeError in TorchAir's converter"),
+               CaseResult("npu.d.default#1", "too-large", "64 GiB"), CaseResult("npu.e.default#1", "numeric", "off")]
+    path = tmp_path / "known.txt"
+    path.write_text("npu.b.default#1 invalid-case grad has x's shape, the doc says half of it\n"
+                    "npu.c.default#1 invalid-case TorchAir's converter raises on dst_type=1 on every host\n"
+                    "npu.d.default#1 too-large 64 GiB\nnpu.e.default#1 numeric off\n")
+    known = read_known(path)
+    outcome = check_known(results, known, all_cases_ran=True)
+    assert outcome.ok and not outcome.changed and not outcome.stale   # a verdict accepts any failing class
+    npu = summarize(results, known)["npu"]
+    assert (npu["passed"], npu["cases"], npu["pass_rate"]) == (1, 5, 0.2)   # the all-cases rate is unchanged
+    assert npu["invalid_cases"] == ["npu.b.default#1", "npu.c.default#1"] and npu["too_large"] == 1
+    assert (npu["valid"], npu["valid_pass_rate"]) == (2, 0.5)
+    assert summarize(results)["npu"]["valid"] == 4   # without the file no case is called invalid
+    write_known(path, results, known)
+    assert read_known(path)["npu.c.default#1"].cls == "invalid-case"   # regeneration keeps the verdict
+    outcome = check_known([CaseResult("npu.b.default#1", "pass")], known, all_cases_ran=False)
+    assert [k.case_id for k in outcome.stale] == ["npu.b.default#1"] and "check which is wrong" in outcome.text()
+
+
 def test_known_failures_file_format(tmp_path):
     path = tmp_path / "known.txt"
     path.write_text("# comment\nx#1 bogus-class why\n")

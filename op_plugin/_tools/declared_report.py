@@ -7,6 +7,12 @@ warns about listed cases that now pass (stale: delete the line), so the list can
 declared on an npu converter that eager cannot run on the CPU host counts as failing too (the simulator
 lacks its CPU kernel, or TorchAir's case is outside CANN's contract): it is listed as `eager-unsupported`
 with its reason.
+
+A listed case may instead carry the verdict `invalid-case`: TorchAir's case is outside the op's contract on
+every host (the reason cites the source: CANN's doc, the schema, a TorchAir converter that raises on it), so
+it fails here in whatever class and would fail on an Ascend host too. Such cases stay in the npu rate over
+all cases and are left out of the rate over valid cases; both rates are reported. A case listed as
+`invalid-case` that passes is reported (the simulator accepted what CANN refuses, or the verdict is wrong).
 """
 from __future__ import annotations
 
@@ -21,7 +27,11 @@ REGENERATE = ("op-plugin declared-cases --workers 2 --json declared-cases.json "
               "--markdown docs/declared-cases.md --write-known tests/data/declared_cases_known_failures.txt")
 
 
-def summarize(results: list[CaseResult]) -> dict:
+INVALID = "invalid-case"  # a known-failures verdict, not a result class (see the module docstring)
+
+
+def summarize(results: list[CaseResult], known: dict | None = None) -> dict:
+    """known: the known-failures entries; their `invalid-case` verdicts shape the npu rate over valid cases."""
     counts = collections.Counter(r.cls for r in results)
     runnable = len(results) - counts["eager-unsupported"]
     missing = collections.Counter(r.ge_type for r in results if r.cls == "missing-kernel")
@@ -35,24 +45,37 @@ def summarize(results: list[CaseResult]) -> dict:
         "missing_ge_types": dict(missing.most_common()),
         "kernel_error_ge_types": dict(kernel_errors.most_common()),
         "passed_without_ge_graph": sum(1 for r in results if r.cls == "pass" and not r.ge_graphs),
-        "npu": _npu_summary(results),
+        "npu": _npu_summary(results, known or {}),
     }
 
 
 NPU_PREFIX = "npu."  # the ids of the cases declared on TorchAir's converters of torch_npu's ops
 
 
-def _npu_summary(results: list[CaseResult]) -> dict:
-    """The cases of the npu converters (torch_npu's ops): their pass rate is over ALL of them, since an
-    npu op that cannot run eagerly on the CPU host is the simulator's gap (no CPU kernel), not the CPU's."""
+def _npu_summary(results: list[CaseResult], known: dict) -> dict:
+    """The cases of the npu converters (torch_npu's ops). pass_rate is over ALL of them, since an npu op
+    that cannot run eagerly on the CPU host is the simulator's gap (no CPU kernel), not the CPU's.
+    valid_pass_rate leaves out the cases invalid on every host (known `invalid-case` verdicts, still failing)
+    and those too large for this host; both figures are reported."""
     npu = [r for r in results if r.case_id.startswith(NPU_PREFIX)]
     counts = collections.Counter(r.cls for r in npu)
+    invalid = sorted(r.case_id for r in npu if _is_invalid(r, known))
+    valid = len(npu) - len(invalid) - counts["too-large"]
     return {
         "cases": len(npu),
         "passed": counts["pass"],
         "pass_rate": round(counts["pass"] / len(npu), 4) if npu else None,
         "by_class": {cls: counts[cls] for cls in CLASSES if counts[cls]},
+        "invalid_cases": invalid,
+        "too_large": counts["too-large"],
+        "valid": valid,
+        "valid_pass_rate": round(counts["pass"] / valid, 4) if valid > 0 else None,
     }
+
+
+def _is_invalid(result: CaseResult, known: dict) -> bool:
+    entry = known.get(result.case_id)
+    return entry is not None and entry.cls == INVALID and result.cls != "pass"
 
 
 def summary_text(summary: dict, top: int = 15) -> str:
@@ -65,6 +88,10 @@ def summary_text(summary: dict, top: int = 15) -> str:
         classes = ", ".join(f"{cls} {count}" for cls, count in npu["by_class"].items())
         lines.append(f"npu converters (torch_npu's ops): {npu['passed']} of {npu['cases']} cases pass "
                      f"({100 * npu['pass_rate']:.1f}%, eager-unsupported counted as failing): {classes}")
+        if npu.get("valid_pass_rate") is not None and (npu["invalid_cases"] or npu["too_large"]):
+            lines.append(f"  of the {npu['valid']} valid cases that fit this host ({len(npu['invalid_cases'])} "
+                         f"invalid on every host, {npu['too_large']} too large): {npu['passed']} pass "
+                         f"({100 * npu['valid_pass_rate']:.1f}%)")
     if summary["passed_without_ge_graph"]:
         lines.append(f"  ({summary['passed_without_ge_graph']} of the passes reached no GE graph: "
                      "dynamo ran them in Python)")
@@ -88,7 +115,7 @@ def counts_as_failing(result: CaseResult) -> bool:
     return result.cls in FAILING or (result.cls == "eager-unsupported" and result.case_id.startswith(NPU_PREFIX))
 
 
-_LISTABLE = (*FAILING, "eager-unsupported")
+_LISTABLE = (*FAILING, "eager-unsupported", INVALID)
 
 
 def read_known(path) -> dict[str, KnownFailure]:
@@ -119,12 +146,17 @@ def write_known(path, results: list[CaseResult], previous: dict[str, KnownFailur
         entries.pop(result.case_id, None)
         if counts_as_failing(result):
             old = previous.get(result.case_id)
+            if old is not None and old.cls == INVALID:  # a verdict written by hand: kept while the case fails
+                entries[result.case_id] = old
+                continue
             reason = old.reason if old is not None and old.cls == result.cls and old.reason else _reason(result)
             entries[result.case_id] = KnownFailure(result.case_id, result.cls, reason)
     header = ["# Declared TorchAir cases known to fail on the CPU simulator: <case id> <class> <reason>.",
               "# `op-plugin declared-cases --check` fails on any other failing case; "
               "delete a line once its case passes.",
               "# A reason edited by hand is kept by --write-known while the case fails in the same class.",
+              f"# Class {INVALID}: TorchAir's case is outside the op's contract on every host (reason cites the "
+              "source); kept while it fails in any class, left out of the npu rate over valid cases.",
               f"# Regenerate: {REGENERATE}"]
     body = [f"{e.case_id} {e.cls} {e.reason}".rstrip() for e in sorted(entries.values(), key=lambda e: e.case_id)]
     Path(path).write_text("\n".join(header + body) + "\n", encoding="utf-8")
@@ -145,6 +177,8 @@ class CheckOutcome:
     def text(self) -> str:
         lines = [f"REGRESSION {r.case_id}: {r.cls}: {_reason(r)}" for r in self.regressions]
         lines += [f"warning: {k.case_id} now passes; delete it from the known-failures file (stale entry)"
+                  + (f" (listed {INVALID}: the simulator accepts what the verdict says every host refuses; "
+                     "check which is wrong)" if k.cls == INVALID else "")
                   for k in self.stale]
         lines += [f"note: {k.case_id} was {k.cls}, now {r.cls}: {_reason(r)}" for k, r in self.changed]
         lines += [f"warning: {k.case_id} is listed as a known failure but was not run (no such case?)"
@@ -163,7 +197,7 @@ def check_known(results: list[CaseResult], known: dict[str, KnownFailure], all_c
             outcome.regressions.append(result)
         elif entry is not None and not counts_as_failing(result):
             outcome.stale.append(entry)
-        elif entry is not None and entry.cls != result.cls:
+        elif entry is not None and entry.cls not in (result.cls, INVALID):
             outcome.changed.append((entry, result))
     if all_cases_ran:
         outcome.unknown = [k for k in known.values() if k.case_id not in ran]
@@ -176,7 +210,7 @@ def _reason(result: CaseResult) -> str:
 
 def _note(result: CaseResult, known: dict[str, KnownFailure]) -> str:
     entry = known.get(result.case_id)
-    same = entry is not None and entry.cls == result.cls
+    same = entry is not None and entry.cls in (result.cls, INVALID)
     return entry.reason if same and entry.reason != _reason(result) else ""
 
 
@@ -203,6 +237,12 @@ def render_page(results: list[CaseResult], summary: dict, known: dict[str, Known
         out += [f"Of them, the {npu['cases']} cases declared on the converters of torch_npu's ops (`npu.*`): "
                 f"**{npu['passed']} pass ({100 * npu['pass_rate']:.1f}% of all of them**; an npu op that cannot run "
                 "eagerly on the CPU host counts as failing here: the simulator lacks its CPU kernel).", ""]
+        if npu.get("valid_pass_rate") is not None and (npu["invalid_cases"] or npu["too_large"]):
+            out += [f"Of the {npu['valid']} npu cases that are valid and fit this host, **{npu['passed']} pass "
+                    f"({100 * npu['valid_pass_rate']:.1f}%)**. Left out: {npu['too_large']} too large for this "
+                    f"host, and {len(npu['invalid_cases'])} invalid on every host (the known-failures verdict "
+                    f"`{INVALID}`, each with its source): "
+                    + ", ".join(f"`{c}`" for c in npu["invalid_cases"]) + ".", ""]
     out += ["| class | cases |", "|---|---|"]
     out += [f"| {cls} | {count} |" for cls, count in summary["by_class"].items()]
     if summary["missing_ge_types"]:
