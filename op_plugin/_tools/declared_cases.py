@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .declared_compare import compare
+from .declared_group import needs_group, one_rank_group, with_group_names
 
 # Result classes. eager-unsupported cases are not counted: eager itself fails on the CPU. too-large: not
 # run at all, its declared inputs alone exceed INPUT_BYTES_LIMIT (it would exhaust the shared host's memory).
@@ -244,7 +245,7 @@ def build_inputs(case: DeclaredCase) -> tuple[list, dict]:
     torch.manual_seed(zlib.crc32(case.case_id.encode()))
     args = [_as_input(a) for a in case.support.args]
     kwargs = {k: _as_input(v) for k, v in case.support.kwargs.items()}
-    return args, kwargs
+    return with_group_names(case.target, args, kwargs)  # a communicator name: the case's one-rank group
 
 
 def _clone(tree):
@@ -290,10 +291,18 @@ def run_compiled(case: DeclaredCase) -> CompiledRun:
 
 
 def run_case(case: DeclaredCase) -> CaseResult:
-    """Run one case compiled (npugraph) and eagerly on the CPU, and classify the outcome."""
+    """Run one case compiled (npugraph) and eagerly on the CPU, and classify the outcome. An op that
+    takes a communicator name runs in a one-rank gloo group (`declared_group`)."""
     refused = _too_large(case)
     if refused is not None:
         return refused
+    if needs_group(case.target):
+        with one_rank_group():
+            return _run_case(case)
+    return _run_case(case)
+
+
+def _run_case(case: DeclaredCase) -> CaseResult:
     started = time.monotonic()
     run = run_compiled(case)
     args, kwargs = build_inputs(case)  # the inputs again, unmutated
