@@ -25,6 +25,9 @@ _DTYPE_NUMBERS = (
     (torch.uint8, 4, 4), (torch.int16, 6, 5), (torch.uint16, 7, 6), (torch.uint32, 8, 9),
     (torch.int64, 9, 8), (torch.uint64, 10, 10), (torch.float64, 11, 12), (torch.bool, 12, 11),
     (torch.complex64, 16, 16), (torch.complex128, 17, 17), (torch.bfloat16, 27, 27), (torch.complex32, 33, 32),
+    # fp8 (CANN's casts to them: op_plugin/_simulator/npu/formats.py); DT_INT4 as torch.int4, one value per
+    # byte (GE packs two per byte: Bitcast to a wider type packs the nibbles, kernels/shape.py)
+    (torch.float8_e5m2, 35, 34), (torch.float8_e4m3fn, 36, 35), (torch.int4, 29, 28),
 )
 # ge::DataType enumerator names (include/graph/types.h), by torch dtype: C++ code names a dtype this way.
 TORCH_TO_GE_NAME = {
@@ -32,7 +35,8 @@ TORCH_TO_GE_NAME = {
     torch.uint8: "DT_UINT8", torch.int16: "DT_INT16", torch.uint16: "DT_UINT16", torch.uint32: "DT_UINT32",
     torch.int64: "DT_INT64", torch.uint64: "DT_UINT64", torch.float64: "DT_DOUBLE", torch.bool: "DT_BOOL",
     torch.complex64: "DT_COMPLEX64", torch.complex128: "DT_COMPLEX128", torch.bfloat16: "DT_BF16",
-    torch.complex32: "DT_COMPLEX32",
+    torch.complex32: "DT_COMPLEX32", torch.float8_e5m2: "DT_FLOAT8_E5M2", torch.float8_e4m3fn: "DT_FLOAT8_E4M3FN",
+    torch.int4: "DT_INT4",
 }
 GE_TO_TORCH = {ge: dtype for dtype, ge, _ in _DTYPE_NUMBERS}
 TORCH_TO_GE = {dtype: ge for dtype, ge, _ in _DTYPE_NUMBERS}
@@ -54,8 +58,8 @@ PROTO_DTYPE_NAMES = dict(enumerate((
 GE_DTYPE_NAMES = {
     13: "DT_STRING", 14: "DT_DUAL_SUB_INT8", 15: "DT_DUAL_SUB_UINT8", 18: "DT_QINT8", 19: "DT_QINT16",
     20: "DT_QINT32", 21: "DT_QUINT8", 22: "DT_QUINT16", 23: "DT_RESOURCE", 24: "DT_STRING_REF", 25: "DT_DUAL",
-    26: "DT_VARIANT", 28: "DT_UNDEFINED", 29: "DT_INT4", 30: "DT_UINT1", 31: "DT_INT2", 32: "DT_UINT2",
-    34: "DT_HIFLOAT8", 35: "DT_FLOAT8_E5M2", 36: "DT_FLOAT8_E4M3FN", 37: "DT_FLOAT8_E8M0", 38: "DT_FLOAT6_E3M2",
+    26: "DT_VARIANT", 28: "DT_UNDEFINED", 30: "DT_UINT1", 31: "DT_INT2", 32: "DT_UINT2",
+    34: "DT_HIFLOAT8", 37: "DT_FLOAT8_E8M0", 38: "DT_FLOAT6_E3M2",
     39: "DT_FLOAT6_E2M3", 40: "DT_FLOAT4_E2M1", 41: "DT_FLOAT4_E1M2", 42: "DT_HIFLOAT4",
 }
 
