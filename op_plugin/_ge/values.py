@@ -28,6 +28,10 @@ _DTYPE_NUMBERS = (
     # fp8 (CANN's casts to them: op_plugin/_simulator/npu/formats.py); DT_INT4 as torch.int4, one value per
     # byte (GE packs two per byte: Bitcast to a wider type packs the nibbles, kernels/shape.py)
     (torch.float8_e5m2, 35, 34), (torch.float8_e4m3fn, 36, 35), (torch.int4, 29, 28),
+    # MX formats, as TorchAir maps them (torchair/ge/_ge_graph.py): the e8m0 block scale, and DT_FLOAT4_E2M1 carried
+    # as torch.float4_e2m1fn_x2 holding ONE code per byte in its low nibble (GE shapes count elements; Bitcast to
+    # uint8 packs two per byte). DT_FLOAT4_E1M2 has no torch dtype to carry it: refused by name.
+    (torch.float8_e8m0fnu, 37, 36), (torch.float4_e2m1fn_x2, 40, 39),
 )
 # ge::DataType enumerator names (include/graph/types.h), by torch dtype: C++ code names a dtype this way.
 TORCH_TO_GE_NAME = {
@@ -36,7 +40,7 @@ TORCH_TO_GE_NAME = {
     torch.int64: "DT_INT64", torch.uint64: "DT_UINT64", torch.float64: "DT_DOUBLE", torch.bool: "DT_BOOL",
     torch.complex64: "DT_COMPLEX64", torch.complex128: "DT_COMPLEX128", torch.bfloat16: "DT_BF16",
     torch.complex32: "DT_COMPLEX32", torch.float8_e5m2: "DT_FLOAT8_E5M2", torch.float8_e4m3fn: "DT_FLOAT8_E4M3FN",
-    torch.int4: "DT_INT4",
+    torch.int4: "DT_INT4", torch.float8_e8m0fnu: "DT_FLOAT8_E8M0", torch.float4_e2m1fn_x2: "DT_FLOAT4_E2M1",
 }
 GE_TO_TORCH = {ge: dtype for dtype, ge, _ in _DTYPE_NUMBERS}
 TORCH_TO_GE = {dtype: ge for dtype, ge, _ in _DTYPE_NUMBERS}
@@ -46,7 +50,7 @@ PROTO_DT_UNDEFINED = 0
 PROTO_DT_FLOAT = 1
 
 # Every dtype name of the protobuf enum (ge_ir.proto DataType, TorchAir's ge_ir_pb2), so a dtype with no torch
-# counterpart here (DT_FLOAT4_E2M1 = 39 from npu_dynamic_mx_quant, DT_HIFLOAT8, DT_INT4 ...) is named.
+# counterpart here (DT_FLOAT4_E1M2 = 40 from npu_dynamic_mx_quant's dst_type 297, DT_HIFLOAT8 ...) is named.
 PROTO_DTYPE_NAMES = dict(enumerate((
     "DT_UNDEFINED", "DT_FLOAT", "DT_FLOAT16", "DT_INT8", "DT_UINT8", "DT_INT16", "DT_UINT16", "DT_INT32",
     "DT_INT64", "DT_UINT32", "DT_UINT64", "DT_BOOL", "DT_DOUBLE", "DT_STRING", "DT_DUAL_SUB_INT8",
@@ -59,8 +63,7 @@ GE_DTYPE_NAMES = {
     13: "DT_STRING", 14: "DT_DUAL_SUB_INT8", 15: "DT_DUAL_SUB_UINT8", 18: "DT_QINT8", 19: "DT_QINT16",
     20: "DT_QINT32", 21: "DT_QUINT8", 22: "DT_QUINT16", 23: "DT_RESOURCE", 24: "DT_STRING_REF", 25: "DT_DUAL",
     26: "DT_VARIANT", 28: "DT_UNDEFINED", 30: "DT_UINT1", 31: "DT_INT2", 32: "DT_UINT2",
-    34: "DT_HIFLOAT8", 37: "DT_FLOAT8_E8M0", 38: "DT_FLOAT6_E3M2",
-    39: "DT_FLOAT6_E2M3", 40: "DT_FLOAT4_E2M1", 41: "DT_FLOAT4_E1M2", 42: "DT_HIFLOAT4",
+    34: "DT_HIFLOAT8", 38: "DT_FLOAT6_E3M2", 39: "DT_FLOAT6_E2M3", 41: "DT_FLOAT4_E1M2", 42: "DT_HIFLOAT4",
 }
 
 
@@ -106,6 +109,8 @@ def decode_tensor_def(tensor_def, where: str = "") -> torch.Tensor:
     TorchAir writes the tensor's raw storage bytes (little-endian, contiguous) into ``data``.
     """
     dtype = proto_dtype_to_torch(tensor_def.desc.dtype, where)
+    if dtype == torch.float4_e2m1fn_x2:  # GE packs two per byte; the simulator carries one code per byte
+        raise UnsupportedGeDtype(f"{where}a DT_FLOAT4_E2M1 constant (two values per byte) is not decoded")
     shape = [int(dim) for dim in tensor_def.desc.shape.dim]
     numel = 1
     for dim in shape:
