@@ -34,8 +34,8 @@ def _plain_torch(a, w, bias, x3, g, wg, bg, s, ws):
     """The same ops as plain matmuls (float32, rounded to bf16 as a cube unit outputs) and
     torch.distributed collectives."""
     partial = torch.addmm(bias.float(), a.float(), w.float()).bfloat16()
-    dist.all_reduce(partial)
-    reduced = (partial.float() + x3.float()).bfloat16()
+    reduced = (partial.float() + x3.float()).bfloat16()  # each rank adds its x3 before the all-reduce (CANN)
+    dist.all_reduce(reduced)
     pieces = [torch.empty_like(g) for _ in range(WORLD)]
     dist.all_gather(pieces, g)
     gathered = torch.cat(pieces)
@@ -49,7 +49,7 @@ def _plain_torch(a, w, bias, x3, g, wg, bg, s, ws):
 def _unsharded(rank: int, rows: int):
     """float32 from every rank's inputs, computed on this rank alone."""
     every = [{k: v.float() for k, v in _inputs(r, rows).items()} for r in range(WORLD)]
-    reduced = sum(e["a"] @ e["w"] + e["bias"] for e in every) + every[0]["x3"]
+    reduced = sum(e["a"] @ e["w"] + e["bias"] + e["x3"] for e in every)
     gathered = torch.cat([e["g"] for e in every])
     scattered = sum(e["s"] @ e["ws"] for e in every).chunk(WORLD)[rank]
     return reduced, gathered @ every[0]["wg"] + every[0]["bg"], gathered, scattered
@@ -122,7 +122,7 @@ def test_mc2_ops_match_plain_matmul_and_collectives(ranks, dynamic):
 
 def test_mc2_refusals(ranks):
     messages = ranks(WORLD).run(refusals_case)[0]
-    assert "npu_mm_all_reduce_base" in messages[0] and "float16 or both bfloat16" in messages[0]
+    assert "npu_mm_all_reduce_base" in messages[0] and "must be float16, bfloat16 or int8" in messages[0]
     assert "npu_mm_all_reduce_base" in messages[1] and "reduce_op='max'" in messages[1]
     assert "npu_mm_reduce_scatter_base" in messages[2] and "multiple of rank_size 2" in messages[2]
     assert "npu_all_gather_base_mm" in messages[3] and "built for HCCL" in messages[3]

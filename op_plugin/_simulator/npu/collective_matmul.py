@@ -26,6 +26,8 @@ from __future__ import annotations
 import torch
 
 from .checks import named_refusals
+from .quant import scalar_dtype
+from ..._ge.values import TORCH_TO_GE
 from ..interpreter.kernels import mc2
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -52,8 +54,8 @@ def _half_inputs(op: str, x1, x2) -> None:
 def _no_quantisation(op: str, **arguments) -> None:
     given = sorted(name for name, value in arguments.items() if value is not None)
     if given:
-        raise ValueError(f"npu::{op}: {given} (the quantised form) is not simulated; only x1 @ x2 + bias in "
-                         "fp16/bf16")
+        raise NotImplementedError(f"npu::{op}: {given}: this quantised form is not simulated "
+                                  "(docs/distributed.md lists the MC2 forms that are)")
 
 
 @named_refusals("npu_mm_all_reduce_base")
@@ -62,15 +64,24 @@ def npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op="sum", bias=None, antiquan
                            comm_quant_scale_2=None, antiquant_group_size=0, comm_turn=0, group_sizes=None,
                            y_dtype=None, x1_dtype=None, x2_dtype=None, dequant_scale_dtype=None,
                            pertoken_scale_dtype=None, comm_quant_mode=0, comm_mode=None):
-    _half_inputs("npu_mm_all_reduce_base", x1, x2)
-    _no_quantisation("npu_mm_all_reduce_base", group_sizes=group_sizes, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
+    op = "npu_mm_all_reduce_base"
+    if x1.dtype not in _HALF + (torch.int8,):
+        raise ValueError(f"npu::{op}: x1 ({x1.dtype}) must be float16, bfloat16 or int8 (the full-quant form)")
+    _no_quantisation(op, group_sizes=group_sizes, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
                      dequant_scale_dtype=dequant_scale_dtype, pertoken_scale_dtype=pertoken_scale_dtype)
-    if y_dtype is not None:
-        raise ValueError("npu::npu_mm_all_reduce_base: y_dtype is for the quantised form; the output has x1's dtype")
+    if dequant_scale is not None:  # as TorchAir's converter and the wheel's Meta: bfloat16 scale -> bfloat16
+        default = torch.bfloat16 if dequant_scale.dtype == torch.bfloat16 else torch.float16
+        out = scalar_dtype(op, "y_dtype", y_dtype, default)
+        ge_y_dtype = TORCH_TO_GE.get(out, -1)
+    elif y_dtype is not None:
+        raise ValueError(f"npu::{op}: y_dtype is for the full-quant form (with dequant_scale); the output has "
+                         "x1's dtype")
+    else:
+        ge_y_dtype = _UNDEFINED_DTYPE
     return mc2.matmul_all_reduce(
         x1, x2, bias, x3, antiquant_scale, antiquant_offset, dequant_scale, pertoken_scale, comm_quant_scale_1,
         comm_quant_scale_2, group=hcom, reduce_op=reduce_op, is_trans_a=False, is_trans_b=False, comm_turn=comm_turn,
-        antiquant_group_size=antiquant_group_size, group_size=0, y_dtype=_UNDEFINED_DTYPE,
+        antiquant_group_size=antiquant_group_size, group_size=0, y_dtype=ge_y_dtype,
         comm_quant_mode=comm_quant_mode)
 
 
