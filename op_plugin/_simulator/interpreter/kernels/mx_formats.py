@@ -1,0 +1,191 @@
+"""The MX (microscaling) block format as CANN's MX quant ops define it: a float8_e8m0 scale shared by a block
+of elements, each element cast to fp4 (e2m1, e1m2) or fp8 (e4m3fn, e5m2).
+
+Sources: hicann ops-nn ``quant/dynamic_mx_quant`` (README, aclnnDynamicMxQuant.md: formulas, emax table,
+mxscale layout) and its arch35 kernels for what the docs leave implicit; torch's ``Float4_e2m1fn_x2.h``
+for the nibble order. Shared by the GE kernels (``quantize_mx*.py``) and the CPU reference kernels of
+torch_npu's ops (``npu/quant_mx.py``); it lives here because the interpreter may not import from ``npu``.
+
+* scale_alg 0 (OCP): ``e = max over the block of the biased float32 exponent of |x|`` (zero and subnormals
+  count 0); the e8m0 code is ``e - emax`` or 0 when ``e <= emax``; elements are multiplied by
+  ``2^(127 - code)`` (0 when the code is 0: the kernels zero the block then) in float32 and rounded onto the
+  element grid. A partial last block counts its missing elements as 0.
+* scale_alg 1 (cuBLAS, fp8 only): ``S = max(amax, max_low_bound) * float32(1 / Amax(dtype))``; its float32
+  exponent field E is raised by one when the mantissa is nonzero (normal S, E < 254) or above one half
+  (subnormal S); code E, elements times ``2^(127 - E)``; an all-zero block gets code 0 and zero elements.
+* element casts: fp8 round half to even and saturate to +-max (the kernels' ``SatMode::SAT`` cast); fp4 has
+  no inf/NaN: rounded onto its grid with round_mode (rint half to even, round half away from zero, floor
+  toward -inf), then saturated to +-max; the sign of a zero is kept (the kernels' -0 select).
+* blocks holding inf/NaN are refused: CANN writes the NaN scale 0xFF and leaves the elements undefined.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import refuse
+
+
+@dataclass(frozen=True)
+class ElementFormat:
+    name: str
+    ge_number: int          # ge::DataType (dst_type attr)
+    emax: int               # exponent of the largest normal (the docs' emax table)
+    mantissa_bits: int
+    min_normal_exp: int     # 1 - bias
+    max_value: float
+    torch_dtype: torch.dtype | None  # fp8 only; fp4 is carried as 4-bit codes
+
+
+E2M1 = ElementFormat("float4_e2m1", 40, 2, 1, 0, 6.0, None)
+E1M2 = ElementFormat("float4_e1m2", 41, 0, 2, 0, 1.75, None)
+E4M3FN = ElementFormat("float8_e4m3fn", 36, 8, 3, -6, 448.0, torch.float8_e4m3fn)
+E5M2 = ElementFormat("float8_e5m2", 35, 15, 2, -14, 57344.0, torch.float8_e5m2)
+BY_GE_NUMBER = {f.ge_number: f for f in (E2M1, E1M2, E4M3FN, E5M2)}
+# torch_npu's dst_type numbers (torch_npu_standin.py) -> ge::DataType
+TORCH_NPU_DST = {296: 40, 297: 41, 291: 35, 292: 36, 23: 35, 24: 36}
+ROUND_MODES = ("rint", "round", "floor")
+# The fp4 grids by code 0-7 (sign is bit 3): OCP MX spec 5.3.3 for e2m1; e1m2 (bias 1) is 0.25 steps.
+FP4_GRID = {E2M1: (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0), E1M2: tuple(i / 4 for i in range(8))}
+# 1 / Amax(dtype) as the cuBLAS-scale kernels hold it: float32 bits 0x3b124925 and 0x37924925.
+_INV_FP8_MAX = {E4M3FN: torch.tensor(0x3B124925, dtype=torch.int32).view(torch.float32),
+                E5M2: torch.tensor(0x37924925, dtype=torch.int32).view(torch.float32)}
+
+
+def element_format(what: str, dst_type: int) -> ElementFormat:
+    fmt = BY_GE_NUMBER.get(int(dst_type))
+    if fmt is None:
+        refuse(f"{what}={dst_type} is not an MX element type (35 e5m2, 36 e4m3fn, 40 e2m1, 41 e1m2)")
+    return fmt
+
+
+def check_round_mode(fmt: ElementFormat, round_mode: str) -> None:
+    allowed = ROUND_MODES if fmt.torch_dtype is None else ("rint",)
+    if round_mode not in allowed:
+        refuse(f"round_mode={round_mode!r}: {fmt.name} takes {', '.join(allowed)} (CANN's DynamicMxQuant doc)")
+
+
+def _blocks_last(x: torch.Tensor, block: int) -> torch.Tensor:
+    """x [..., n] as float32 [..., nb, block], the missing tail elements zero."""
+    n = x.shape[-1]
+    nb = -(-n // block)
+    wide = torch.nn.functional.pad(x.float(), (0, nb * block - n))
+    return wide.reshape(*x.shape[:-1], nb, block)
+
+
+def _refuse_non_finite(blocks: torch.Tensor) -> None:
+    if not bool(torch.isfinite(blocks).all()):
+        refuse("x holds inf/NaN: CANN writes the NaN scale 0xFF and leaves that block's elements undefined")
+
+
+def _exponent_field(t: torch.Tensor) -> torch.Tensor:
+    return (t.float().view(torch.int32) >> 23) & 0xFF
+
+
+def ocp_codes(blocks: torch.Tensor, fmt: ElementFormat) -> torch.Tensor:
+    """scale_alg 0: e8m0 codes (int64) of float32 blocks [..., nb, block]."""
+    field = _exponent_field(blocks.abs()).amax(dim=-1).long()
+    return torch.where(field <= fmt.emax, torch.zeros_like(field), field - fmt.emax)
+
+
+def cublas_codes(blocks: torch.Tensor, fmt: ElementFormat, max_low_bound: float) -> torch.Tensor:
+    """scale_alg 1 (fp8): e8m0 codes (int64) of float32 blocks; 0 marks an all-zero block."""
+    amax = blocks.abs().amax(dim=-1)
+    scaled = torch.clamp(amax, min=float(max_low_bound)) * _INV_FP8_MAX[fmt]
+    bits = scaled.view(torch.int32).long()
+    field, mantissa = (bits >> 23) & 0xFF, bits & 0x7FFFFF
+    up = ((field > 0) & (field < 254) & (mantissa > 0)) | ((field == 0) & (mantissa > 0x400000))
+    return torch.where(amax == 0, torch.zeros_like(field), field + up.long())
+
+
+def reciprocal(codes: torch.Tensor, zero_code_zeroes: bool) -> torch.Tensor:
+    """float32 2^(127 - code); code 0 gives 0 when the kernel zeroes such a block (OCP), else 2^127."""
+    recip = torch.pow(torch.tensor(2.0, dtype=torch.float64), 127 - codes.double()).float()
+    return torch.where(codes == 0, torch.zeros_like(recip), recip) if zero_code_zeroes else recip
+
+
+def round_to_grid(v: torch.Tensor, fmt: ElementFormat, round_mode: str) -> torch.Tensor:
+    """float32 values onto fmt's grid (saturated), zeros keeping their sign; float64 result."""
+    wide = v.double()
+    exponent = torch.floor(torch.log2(wide.abs().clamp(min=2.0 ** -200)))
+    quantum = torch.pow(2.0, torch.clamp(exponent, min=fmt.min_normal_exp) - fmt.mantissa_bits)
+    steps = wide / quantum
+    if round_mode == "rint":
+        steps = torch.round(steps)
+    elif round_mode == "round":
+        steps = torch.sign(steps) * torch.floor(steps.abs() + 0.5)
+    else:
+        steps = torch.floor(steps)
+    out = torch.clamp(steps * quantum, -fmt.max_value, fmt.max_value)
+    return torch.where(out == 0, torch.copysign(torch.zeros_like(out), wide), out)
+
+
+def fp4_codes(values: torch.Tensor, fmt: ElementFormat) -> torch.Tensor:
+    """Grid values (float64, signed zeros) -> uint8 codes 0-15 (bit 3 the sign)."""
+    grid = torch.tensor(FP4_GRID[fmt], dtype=torch.float64)
+    index = torch.searchsorted(grid, values.abs().contiguous())
+    if not bool((grid[index.clamp(max=7)] == values.abs()).all()):
+        raise AssertionError("fp4_codes: a value off the grid")  # round_to_grid's contract
+    return (index | (torch.signbit(values).long() << 3)).to(torch.uint8)
+
+
+def fp4_values(codes: torch.Tensor, fmt: ElementFormat) -> torch.Tensor:
+    """uint8 codes 0-15 -> float32 values."""
+    grid = torch.tensor(FP4_GRID[fmt], dtype=torch.float32)
+    magnitude = grid[(codes & 7).long()]
+    return torch.where((codes & 8) != 0, -magnitude, magnitude)
+
+
+def pack_fp4(codes: torch.Tensor) -> torch.Tensor:
+    """[..., 2k] codes -> [..., k] uint8: element 2i in the low nibble, 2i+1 in the high one (torch's
+    Float4_e2m1fn_x2.h layout, val1:val0 from MSB; the packing TorchAir's converters get from Bitcast)."""
+    pairs = codes.reshape(*codes.shape[:-1], -1, 2)
+    return (pairs[..., 0] | (pairs[..., 1] << 4)).to(torch.uint8)
+
+
+def unpack_fp4(packed: torch.Tensor) -> torch.Tensor:
+    return torch.stack((packed & 0xF, packed >> 4), dim=-1).flatten(-2)
+
+
+@dataclass(frozen=True)
+class MxResult:
+    """values: x's shape, float64 on fmt's grid; codes: e8m0 per block, x's shape with the block axis -> nb."""
+
+    values: torch.Tensor
+    codes: torch.Tensor
+
+
+def quantize_blocks(x: torch.Tensor, axis: int, block: int, fmt: ElementFormat, round_mode: str,
+                    scale_alg: int = 0, max_low_bound: float = 0.0) -> MxResult:
+    """MX-quantise x along `axis` in blocks of `block` elements."""
+    moved = x.movedim(axis, -1)
+    blocks = _blocks_last(moved, block)
+    _refuse_non_finite(blocks)
+    if scale_alg == 0:
+        codes = ocp_codes(blocks, fmt)
+        recip = reciprocal(codes, zero_code_zeroes=True)
+    else:
+        codes = cublas_codes(blocks, fmt, max_low_bound)
+        recip = torch.where(blocks.abs().amax(dim=-1) == 0, torch.zeros(()), reciprocal(codes, False))
+    scaled = blocks * recip.unsqueeze(-1)   # float32, exact: recip is a power of two
+    values = round_to_grid(scaled, fmt, round_mode).flatten(-2)[..., :moved.shape[-1]]
+    return MxResult(values.movedim(-1, axis), codes.movedim(-1, axis))
+
+
+def scale_layout(codes: torch.Tensor, axis: int) -> torch.Tensor:
+    """e8m0 codes (block axis at `axis`) -> CANN's mxscale: that axis padded with 0 to even length, its pairs
+    moved to a new last dim of 2 (for a non-tail axis this is the docs' interleaving of every two rows)."""
+    axis = axis % codes.dim()
+    moved = codes.movedim(axis, -1)
+    if moved.shape[-1] % 2:
+        moved = torch.nn.functional.pad(moved, (0, 1))
+    pairs = moved.reshape(*moved.shape[:-1], -1, 2)
+    return pairs.movedim(-2, axis).to(torch.uint8)
+
+
+def element_output(values: torch.Tensor, fmt: ElementFormat) -> torch.Tensor:
+    """Grid values as the op's element output: an fp8 tensor, or fp4 codes (uint8, one per element)."""
+    if fmt.torch_dtype is not None:
+        return values.float().to(fmt.torch_dtype)  # exact: the values are on the grid
+    return fp4_codes(values, fmt)

@@ -1,0 +1,141 @@
+"""MX quantisation GE ops (hicann ops-nn ``quant/``): DynamicMxQuant, DynamicMxQuantWithDualAxis,
+DynamicBlockMxQuant; the format itself (scales, element rounding, layouts) is ``mx_formats.py``.
+
+* DynamicMxQuant: blocks of ``block_size`` along ``axis``; mxscale [..., ceil(nb / 2), ..., 2] (the block
+  axis padded to even with 0, pairs in the last dim).
+* DynamicMxQuantWithDualAxis: blocks of 32 along -1 (y1, mxscale1) and along -2 (y2, mxscale2), each as
+  DynamicMxQuant on that axis (its doc: the same formulas, leading dims merged).
+* DynamicBlockMxQuant: one scale per 32 x 32 block of the last two dims, broadcast to scale1 (laid out as a
+  last-axis mxscale) and scale2 (as an axis -2 mxscale).
+
+fp4 outputs are carried one 4-bit code per byte as torch.float4_e2m1fn_x2 (``_ge/values.py``); TorchAir's
+converters pack them with Bitcast. Refused by name: scale_alg 2 (the "dynamic dtype range" scale, whose
+kernel arithmetic on bf16 bits the docs do not give), dst_type_max / max_low_bound outside the modes that
+take them, float4_e1m2 in a graph (no torch dtype carries DT_FLOAT4_E1M2 between nodes).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..registry import ge_kernel, refuse
+from . import mx_formats as mx
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def check_modes(fmt, round_mode, scale_alg, dst_type_max=0.0, max_low_bound=0.0, scale_algs=(0, 1, 2)):
+    """The attr combinations CANN's MX quant docs allow, else a refusal naming the attr."""
+    mx.check_round_mode(fmt, round_mode)
+    if scale_alg not in scale_algs:
+        refuse(f"scale_alg={scale_alg} is not one of {list(scale_algs)}")
+    if scale_alg == 2:
+        refuse("scale_alg=2 (dynamic dtype range) is not simulated: its bf16-bit arithmetic is not in CANN's docs")
+    if scale_alg == 1 and fmt.torch_dtype is None:
+        refuse("scale_alg=1 (cuBLAS scale) applies to fp8 outputs only")
+    if float(dst_type_max) != 0.0:
+        refuse(f"dst_type_max={dst_type_max} takes effect with scale_alg=2 only (not simulated)")
+    if float(max_low_bound) != 0.0 and scale_alg != 1:
+        refuse(f"max_low_bound={max_low_bound} is valid with scale_alg=1 only (must be 0.0 otherwise)")
+    if float(max_low_bound) < 0:
+        refuse(f"max_low_bound={max_low_bound} must be non-negative")
+
+
+def check_fp4_last_dim(x, fmt):
+    if fmt.torch_dtype is None and (x.dim() == 0 or x.shape[-1] % 2):
+        refuse(f"an fp4 output needs x's last dim even (two per byte); x has shape {list(x.shape)}")
+
+
+def mx_along(x, axis, block, fmt, round_mode, scale_alg=0, max_low_bound=0.0):
+    """(elements, mxscale codes uint8 in CANN's layout) of x quantised along axis."""
+    result = mx.quantize_blocks(x, axis, block, fmt, round_mode, scale_alg, max_low_bound)
+    return mx.element_output(result.values, fmt), mx.scale_layout(result.codes, axis)
+
+
+def block_mx(x, fmt, round_mode):
+    """DynamicBlockMxQuant's (elements, scale1, scale2): one OCP scale per 32 x 32 block of the last two dims."""
+    rows, cols = x.shape[-2], x.shape[-1]
+    rb, cb = -(-rows // 32), -(-cols // 32)
+    wide = torch.nn.functional.pad(x.float(), (0, cb * 32 - cols, 0, rb * 32 - rows))
+    tiles = wide.reshape(*x.shape[:-2], rb, 32, cb, 32).movedim(-3, -2)     # [..., rb, cb, 32, 32]
+    flat = tiles.flatten(-2)
+    if not bool(torch.isfinite(flat).all()):
+        refuse("x holds inf/NaN: CANN writes the NaN scale 0xFF and leaves that block's elements undefined")
+    codes = mx.ocp_codes(flat, fmt)                                          # [..., rb, cb]
+    scaled = flat * mx.reciprocal(codes, zero_code_zeroes=True).unsqueeze(-1)
+    values = mx.round_to_grid(scaled, fmt, round_mode).reshape(tiles.shape).movedim(-2, -3)
+    values = values.reshape(*x.shape[:-2], rb * 32, cb * 32)[..., :rows, :cols]
+    per_row = codes.repeat_interleave(32, dim=-2)[..., :rows, :]             # [..., rows, cb]
+    per_col = codes.repeat_interleave(32, dim=-1)[..., :cols]                # [..., rb, cols]
+    return mx.element_output(values, fmt), mx.scale_layout(per_row, -1), mx.scale_layout(per_col, -2)
+
+
+def as_ge(elements, fmt):
+    """Elements as a GE output: fp8 as is, fp4 codes as the DT_FLOAT4_E2M1 carrier."""
+    if fmt.torch_dtype is not None:
+        return elements
+    if fmt is not mx.E2M1:
+        refuse(f"{fmt.name} output: DT_FLOAT4_E1M2 has no torch dtype to carry it between GE nodes")
+    return elements.view(torch.float4_e2m1fn_x2)
+
+
+def as_e8m0(codes):
+    return codes.view(torch.float8_e8m0fnu)
+
+
+def _dtype(x, allowed):
+    if x.dtype not in allowed:
+        refuse(f"x of dtype {x.dtype}: CANN takes {', '.join(str(d).replace('torch.', '') for d in allowed)}")
+
+
+def check_dynamic_args(x, axis, fmt, round_mode, block_size, scale_alg, dst_type_max, max_low_bound):
+    _dtype(x, _FLOATS)
+    check_modes(fmt, round_mode, scale_alg, dst_type_max, max_low_bound)
+    if not -x.dim() <= axis < x.dim():
+        refuse(f"axis={axis} is out of range for x of rank {x.dim()}")
+    if block_size <= 0 or block_size % 32 or block_size > 1024:
+        refuse(f"block_size={block_size} must be a multiple of 32 in [32, 1024]")
+    if x.dtype == torch.float32 and (block_size != 32 or x.shape[axis] < 32):
+        refuse("a float32 x takes block_size 32 and a quantised axis of at least 32 elements")
+    check_fp4_last_dim(x, fmt)
+
+
+def check_dual_axis_args(x, fmt, round_mode, scale_alg, dst_type_max):
+    _dtype(x, _HALF)
+    check_modes(fmt, round_mode, scale_alg, dst_type_max)
+    if x.dim() < 2:
+        refuse(f"x must have at least 2 dims (quantised along -1 and -2); got shape {list(x.shape)}")
+    check_fp4_last_dim(x, fmt)
+
+
+def check_block_args(x, fmt, round_mode, scale_alg, dst_type_max):
+    _dtype(x, _HALF)
+    check_modes(fmt, round_mode, scale_alg, dst_type_max, scale_algs=(0, 2))
+    if x.dim() not in (2, 3):
+        refuse(f"x must be 2-D or 3-D (CANN's doc); got shape {list(x.shape)}")
+    check_fp4_last_dim(x, fmt)
+
+
+@ge_kernel("DynamicMxQuant")
+def dynamic_mx_quant(x, *, axis, round_mode, dst_type, block_size, scale_alg, dst_type_max, max_low_bound):
+    fmt = mx.element_format("dst_type", dst_type)
+    check_dynamic_args(x, axis, fmt, round_mode, block_size, scale_alg, dst_type_max, max_low_bound)
+    y, codes = mx_along(x, axis, block_size, fmt, round_mode, scale_alg, max_low_bound)
+    return as_ge(y, fmt), as_e8m0(codes)
+
+
+@ge_kernel("DynamicMxQuantWithDualAxis")
+def dynamic_mx_quant_with_dual_axis(x, *, round_mode, dst_type, scale_alg, dst_type_max):
+    fmt = mx.element_format("dst_type", dst_type)
+    check_dual_axis_args(x, fmt, round_mode, scale_alg, dst_type_max)
+    y1, codes1 = mx_along(x, -1, 32, fmt, round_mode, scale_alg)
+    y2, codes2 = mx_along(x, -2, 32, fmt, round_mode, scale_alg)
+    return as_ge(y1, fmt), as_e8m0(codes1), as_ge(y2, fmt), as_e8m0(codes2)
+
+
+@ge_kernel("DynamicBlockMxQuant")
+def dynamic_block_mx_quant(x, *, round_mode, dst_type, scale_alg, dst_type_max):
+    fmt = mx.element_format("dst_type", dst_type)
+    check_block_args(x, fmt, round_mode, scale_alg, dst_type_max)
+    y, scale1, scale2 = block_mx(x, fmt, round_mode)
+    return as_ge(y, fmt), as_e8m0(scale1), as_e8m0(scale2)

@@ -1,0 +1,61 @@
+"""CPU reference kernels of torch_npu's MX quantisation ops: npu_dynamic_mx_quant,
+npu_dynamic_mx_quant_with_dual_axis, npu_dynamic_block_mx_quant (more in ``quant_mx_fused.py``).
+
+On an NPU these eager ops run the CANN kernels their GE types run in graph mode, so each maps torch_npu's
+arguments onto the interpreter's MX code (``interpreter/kernels/mx_formats.py`` for the format,
+``quantize_mx.py`` for the ops: semantics and refusals there) and returns what torch_npu returns: fp8
+elements as torch.float8_e4m3fn / float8_e5m2, fp4 elements as uint8 with two per byte (element 2i in the
+low nibble), float8_e8m0 scales as uint8 (the wheel's Meta functions' dtypes).
+"""
+from __future__ import annotations
+
+from ..interpreter.kernels import mx_formats as mx, quantize_mx as ops
+from .checks import named_refusals
+
+
+def element_format(op: str, dst_type) -> mx.ElementFormat:
+    """torch_npu's dst_type (296/297 fp4, 291/292 or torch's 23/24 fp8) as an MX element format."""
+    number = mx.TORCH_NPU_DST.get(int(dst_type))
+    if number is None:
+        raise ValueError(f"npu::{op}: dst_type={dst_type} is not an MX element type (296 float4_e2m1fn_x2, "
+                         "297 float4_e1m2fn_x2, 291/23 float8_e5m2, 292/24 float8_e4m3fn)")
+    return mx.BY_GE_NUMBER[number]
+
+
+def eager_elements(elements, fmt):
+    """Elements as torch_npu returns them: fp8 as is, fp4 codes packed two per byte (uint8)."""
+    return elements if fmt.torch_dtype is not None else mx.pack_fp4(elements)
+
+
+@named_refusals("npu_dynamic_mx_quant")
+def npu_dynamic_mx_quant(input, *, axis=-1, round_mode="rint", dst_type=296, block_size=32, scale_alg=0,
+                         dst_type_max=0.0, max_low_bound=0.0):
+    fmt = element_format("npu_dynamic_mx_quant", dst_type)
+    scale_alg = 0 if scale_alg is None else scale_alg
+    ops.check_dynamic_args(input, axis, fmt, round_mode, block_size, scale_alg, dst_type_max, max_low_bound)
+    elements, codes = ops.mx_along(input, axis, block_size, fmt, round_mode, scale_alg, max_low_bound)
+    return eager_elements(elements, fmt), codes
+
+
+@named_refusals("npu_dynamic_mx_quant_with_dual_axis")
+def npu_dynamic_mx_quant_with_dual_axis(input, *, round_mode="rint", dst_type=296, scale_alg=0, dst_type_max=0.0):
+    fmt = element_format("npu_dynamic_mx_quant_with_dual_axis", dst_type)
+    ops.check_dual_axis_args(input, fmt, round_mode, scale_alg, dst_type_max or 0.0)
+    y1, codes1 = ops.mx_along(input, -1, 32, fmt, round_mode, scale_alg)
+    y2, codes2 = ops.mx_along(input, -2, 32, fmt, round_mode, scale_alg)
+    return eager_elements(y1, fmt), codes1, eager_elements(y2, fmt), codes2
+
+
+@named_refusals("npu_dynamic_block_mx_quant")
+def npu_dynamic_block_mx_quant(input, *, round_mode="rint", dst_type=296, scale_alg=0, dst_type_max=0.0):
+    fmt = element_format("npu_dynamic_block_mx_quant", dst_type)
+    ops.check_block_args(input, fmt, round_mode, scale_alg, dst_type_max)
+    y, scale1, scale2 = ops.block_mx(input, fmt, round_mode)
+    return eager_elements(y, fmt), scale1, scale2
+
+
+KERNELS = {
+    "npu_dynamic_mx_quant": npu_dynamic_mx_quant,
+    "npu_dynamic_mx_quant_with_dual_axis": npu_dynamic_mx_quant_with_dual_axis,
+    "npu_dynamic_block_mx_quant": npu_dynamic_block_mx_quant,
+}
