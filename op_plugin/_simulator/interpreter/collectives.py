@@ -41,6 +41,7 @@ GROUP_COLLECTIVES = frozenset({"HcomAllReduce", "HcomAllGather", "HcomReduceScat
                                "HcomAllToAllV", "HcomAllToAll", "HcomAllGatherV", "HcomReduceScatterV",
                                # MC2: a matmul fused with a collective (kernels/mc2.py)
                                "MatmulAllReduce", "AllGatherMatmul", "MatmulReduceScatter",
+                               "AllGatherMatmulV2", "MatmulReduceScatterV2",  # (kernels/mc2_v2.py)
                                # MoE expert parallelism over the EP group (kernels/moe_distribute.py)
                                "MoeDistributeDispatch", "MoeDistributeCombine", "MoeDistributeDispatchV2",
                                "MoeDistributeCombineV2"})
@@ -132,7 +133,8 @@ def describe(op, attrs: dict, args: list) -> dict:
     entry.update(dtype=_dtype(first), shape=_shape(first))
     if kind in ("HcomAllReduce", "HcomReduceScatter", "HcomReduceScatterV"):
         entry["reduction"] = attrs.get("reduction")
-    if kind in ("HcomAllGather", "HcomReduceScatter", "AllGatherMatmul", "MatmulReduceScatter"):
+    if kind in ("HcomAllGather", "HcomReduceScatter", "AllGatherMatmul", "MatmulReduceScatter", "AllGatherMatmulV2",
+                "MatmulReduceScatterV2"):
         entry["rank_size"] = attrs.get("rank_size")
     if kind == "HcomAllToAllV":
         entry.update(send_counts=_ints(args[1]), recv_counts=_ints(args[3]))

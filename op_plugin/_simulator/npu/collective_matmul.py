@@ -6,19 +6,24 @@ On an NPU these eager ops call the CANN kernels their GE types run in graph mode
 arguments onto the GE kernel (`interpreter/kernels/mc2.py`: the formulas, numerics and refusals)
 and names the op in every refusal:
 
-* ``npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op, bias, x3, ...)`` -> MatmulAllReduce:
-  ``AllReduce(x1 @ x2 + bias) + x3``;
+* ``npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op, bias, x3, dequant_scale, pertoken_scale, y_dtype, ...)``
+  -> MatmulAllReduce: ``AllReduce(x1 @ x2 + bias + x3)``; with int8 x1/x2 and a dequant_scale the
+  full-quant ``AllReduce(dequant_scale * pertoken_scale * (x1 @ x2 + bias) + x3)`` (y: y_dtype, else
+  bfloat16 for a bfloat16 dequant_scale and float16 otherwise, as TorchAir's converter and the Meta);
 * ``npu_all_gather_base_mm(x1, x2, hcom, world_size, *, bias, gather_index, gather_output, ...)`` ->
   AllGatherMatmul: ``(AllGather(x1) @ x2 + bias, AllGather(x1))`` (an empty tensor for the second
   when gather_output is false);
 * ``npu_mm_reduce_scatter_base(x1, x2, hcom, world_size, *, reduce_op, bias, ...)`` ->
-  MatmulReduceScatter: ``ReduceScatter(x1 @ x2 + bias)`` along dim 0.
+  MatmulReduceScatter: ``ReduceScatter(x1 @ x2 + bias)`` along dim 0;
+* ``npu_all_gather_quant_mm(self, x2, hcom, world_size, *, bias, x1_scale, x2_scale, y_dtype, ...)`` ->
+  AllGatherMatmulV2 and ``npu_quant_mm_reduce_scatter(...)`` -> MatmulReduceScatterV2: float16/bfloat16,
+  or float8 with per-tensor scales (`interpreter/kernels/mc2_v2.py`); each returns an empty amax_out.
 
 `hcom`: on an NPU, the HCCL communicator name of a process group
 (``group._get_backend(torch.device("npu")).get_hccl_comm_name(rank)``); on a CPU host with gloo,
 ``hccl_comm_name(group)``: the name TorchAir gives that group in a GE graph, which the simulator
-resolves back to it. The quantised forms (scales, output dtypes) are refused, as TorchAir's graph
-converters refuse them for these ops.
+resolves back to it. Quantised forms the GE kernels do not compute (weight quantisation, low-bit
+communication, per-block/MX scales, hifloat8/float4 formats) are refused naming the op.
 """
 from __future__ import annotations
 
@@ -28,9 +33,10 @@ import torch
 from .checks import named_refusals
 from .quant import scalar_dtype
 from ..._ge.values import TORCH_TO_GE
-from ..interpreter.kernels import mc2
+from ..interpreter.kernels import mc2, mc2_v2
 
 _HALF = (torch.float16, torch.bfloat16)
+_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 _UNDEFINED_DTYPE = 28  # GE DT_UNDEFINED
 
 
@@ -104,8 +110,56 @@ def npu_mm_reduce_scatter_base(x1, x2, hcom, world_size, *, reduce_op="sum", bia
                                      is_trans_b=False, comm_turn=comm_turn, rank_size=world_size)
 
 
+def _v2_y_dtype(op: str, x1, y_dtype) -> int:
+    """y's GE dtype, as TorchAir's converter and the wheel's Meta give it: y_dtype, else x1's dtype."""
+    out = scalar_dtype(op, "y_dtype", y_dtype, x1.dtype)
+    if out not in TORCH_TO_GE:
+        raise ValueError(f"npu::{op}: y_dtype={y_dtype} ({out}) is not an output dtype of this op")
+    return TORCH_TO_GE[out]
+
+
+def _v2_checks(op: str, x1, x2, group_sizes, **formats) -> None:
+    if x1.dtype not in _HALF + _FP8 or x2.dtype not in _HALF + _FP8:
+        raise ValueError(f"npu::{op}: x1 ({x1.dtype}) and x2 ({x2.dtype}) must be float16/bfloat16 or float8 "
+                         "(e4m3fn/e5m2); hifloat8 and float4 are not simulated")
+    if group_sizes is not None and any(group_sizes):
+        raise NotImplementedError(f"npu::{op}: group_sizes={list(group_sizes)} (per-block quantisation) is not "
+                                  "simulated")
+    _no_quantisation(op, **formats)
+
+
+@named_refusals("npu_all_gather_quant_mm")
+def npu_all_gather_quant_mm(self, x2, hcom, world_size, *, bias=None, x1_scale=None, x2_scale=None,
+                            quant_scale=None, block_size=0, gather_index=0, gather_output=True, comm_turn=0,
+                            group_sizes=None, amax_output=False, y_dtype=None, x1_dtype=None, x2_dtype=None,
+                            x1_scale_dtype=None, x2_scale_dtype=None, comm_mode=None):
+    op = "npu_all_gather_quant_mm"
+    _v2_checks(op, self, x2, group_sizes, x1_dtype=x1_dtype, x2_dtype=x2_dtype, x1_scale_dtype=x1_scale_dtype,
+               x2_scale_dtype=x2_scale_dtype)
+    return mc2_v2.all_gather_matmul_v2(
+        self, x2, bias, x1_scale, x2_scale, quant_scale, group=hcom, is_trans_a=False, is_trans_b=False,
+        gather_index=gather_index, comm_turn=comm_turn, rank_size=world_size, block_size=block_size, group_size=0,
+        is_gather_out=gather_output, is_amax_out=amax_output, y_dtype=_v2_y_dtype(op, self, y_dtype))
+
+
+@named_refusals("npu_quant_mm_reduce_scatter")
+def npu_quant_mm_reduce_scatter(self, x2, hcom, world_size, *, reduce_op="sum", bias=None, x1_scale=None,
+                                x2_scale=None, quant_scale=None, block_size=0, comm_turn=0, group_sizes=None,
+                                amax_output=False, y_dtype=None, x1_dtype=None, x2_dtype=None, x1_scale_dtype=None,
+                                x2_scale_dtype=None, comm_mode=None):
+    op = "npu_quant_mm_reduce_scatter"
+    _v2_checks(op, self, x2, group_sizes, x1_dtype=x1_dtype, x2_dtype=x2_dtype, x1_scale_dtype=x1_scale_dtype,
+               x2_scale_dtype=x2_scale_dtype)
+    return mc2_v2.matmul_reduce_scatter_v2(
+        self, x2, bias, x1_scale, x2_scale, quant_scale, group=hcom, reduce_op=reduce_op, is_trans_a=False,
+        is_trans_b=False, comm_turn=comm_turn, rank_size=world_size, block_size=block_size, group_size=0,
+        is_amax_out=amax_output, y_dtype=_v2_y_dtype(op, self, y_dtype))
+
+
 KERNELS = {
     "npu_mm_all_reduce_base": npu_mm_all_reduce_base,
     "npu_all_gather_base_mm": npu_all_gather_base_mm,
     "npu_mm_reduce_scatter_base": npu_mm_reduce_scatter_base,
+    "npu_all_gather_quant_mm": npu_all_gather_quant_mm,
+    "npu_quant_mm_reduce_scatter": npu_quant_mm_reduce_scatter,
 }
