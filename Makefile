@@ -32,11 +32,12 @@ demo: setup
 # The zoo has its own target: it needs the `zoo` extra (transformers), which setup does not
 # install, and it compiles whole public models.
 # ruff: pyflakes, pycodestyle and bugbear (E, F, B; pyproject.toml). pytest-xdist runs the tests on
-# two workers; each test is independent of the others' order and process.
+# two workers; each test is independent of the others' order and process. PYTEST_ARGS adds options
+# (bench/suite_time.py passes --durations).
 test: setup
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --ignore=tests/zoo
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --ignore=tests/zoo $(PYTEST_ARGS)
 
 # TorchAir's own declared converter cases through npugraph against eager, each in a guarded worker;
 # fails on any failing case not listed (with its reason) in the known-failures file (a few minutes).
@@ -59,7 +60,8 @@ distributed: setup
 # What CI runs (.ci/run): the README's test command, then the declared cases, the distributed tier and the zoo.
 ci: test declared-cases distributed zoo
 
-# Benchmarks: writes docs/benchmarks.md and docs/benchmarks-lowering.png (about 10 minutes).
+# Benchmarks: writes docs/benchmarks.md and docs/benchmarks-lowering.png (about 35 minutes: the last
+# one, bench/suite_time.py, runs CI's steps in a fresh clone; `python -m bench.run_all --skip suite_time`).
 .PHONY: bench
 bench: setup
 	$(PY) -m bench.run_all

@@ -3,6 +3,7 @@
     make bench                      # = make setup, then this
     python -m bench.run_all         # or: python bench/run_all.py
     python -m bench.run_all --quick --out /tmp/bench.md    # tiny configuration, figures meaningless
+    python -m bench.run_all --skip suite_time               # without the fresh-clone CI timing (~20 min)
 
 Each benchmark runs in its own fresh interpreter (`python -m bench.<name> --json ...`), so one
 benchmark's imports, caches and TorchAir patches never affect another's figures.
@@ -29,7 +30,7 @@ from ._common import ROOT, machine_info, versions
 from ._report import fmt, render_markdown
 
 MODULES = ("compile_time", "lowering_scaling", "steady_state", "recompiles", "dispatch", "registration", "zoo_steady",
-           "ge_profile", "fresh_process")
+           "ge_profile", "fresh_process", "suite_time")
 
 
 def run_module(name: str, quick: bool, folder: Path) -> dict:
@@ -50,8 +51,10 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny configuration (smoke test)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown file to write")
     parser.add_argument("--only", help="comma-separated subset of " + ",".join(MODULES))
+    parser.add_argument("--skip", default="", help="comma-separated benchmarks not to run (e.g. suite_time, "
+                                                   "which runs CI's steps in a fresh clone: about 20 minutes)")
     args = parser.parse_args(argv)
-    names = [n for n in MODULES if not args.only or n in args.only.split(",")]
+    names = [n for n in MODULES if (not args.only or n in args.only.split(",")) and n not in args.skip.split(",")]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 

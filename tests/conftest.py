@@ -21,6 +21,36 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("case", SHIPPED_CASES, ids=[c.id for c in SHIPPED_CASES])
 
 
+_started_files: set[str] = set()
+_session_start: list[float] = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logstart(nodeid, location):
+    """Name each test file as its first test starts, with the time since the first start, so a long run
+    shows what it is doing (under xdist the controller hears every worker's start)."""
+    import time
+
+    path = nodeid.split("::", 1)[0]
+    if path in _started_files:
+        return
+    _started_files.add(path)
+    _session_start[:] = _session_start or [time.monotonic()]
+    elapsed = int(time.monotonic() - _session_start[0])
+    reporter = _config[0].pluginmanager.get_plugin("terminalreporter") if _config else None
+    if reporter is not None and reporter.verbosity <= 0:  # -v already names every test
+        if reporter._tw.width_of_current_line:  # after -q's progress dots, which ensure_newline does not track
+            reporter.write("\n")
+        reporter.write_line(f"[{elapsed // 60:2d}:{elapsed % 60:02d}] {path}")
+
+
+_config: list = []
+
+
+def pytest_configure(config):
+    _config[:] = [config]
+
+
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
     torch._dynamo.reset()

@@ -68,7 +68,8 @@ def test_the_npu_converters_cases_are_enumerated_and_counted_apart():
                CaseResult("aten.add.Tensor#1", "pass"), CaseResult("aten.mul.Tensor#1", "eager-unsupported")]
     summary = summarize(results)
     assert summary["npu"] == {"cases": 4, "passed": 2, "pass_rate": 0.5,
-                              "by_class": {"pass": 2, "numeric": 1, "eager-unsupported": 1}}
+                              "by_class": {"pass": 2, "numeric": 1, "eager-unsupported": 1},
+                              "invalid_cases": [], "too_large": 0, "valid": 4, "valid_pass_rate": 0.5}
     assert (summary["passed"], summary["eager_runnable"]) == (3, 4)  # the overall rate is unchanged
     assert "npu converters (torch_npu's ops): 2 of 4 cases pass (50.0%" in summary_text(summary)
     assert "the 4 cases declared on the converters of torch_npu's ops" in render_page(results, summary)
