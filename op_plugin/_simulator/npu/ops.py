@@ -42,7 +42,7 @@ from ..._base.handles import RegistrationHandle
 from . import attention as npu_ops_attention, reference as npu_ops_reference, wheel_meta as npu_ops_wheel
 from . import backward as npu_ops_backward, cache as npu_ops_cache, dense as npu_ops_dense, moe as npu_ops_moe
 from . import collective_matmul as npu_ops_collective_matmul, quant as npu_ops_quant
-from . import moe_distribute as npu_ops_moe_distribute
+from . import moe_distribute as npu_ops_moe_distribute, quant_lowbit as npu_ops_quant_lowbit
 from .checks import naming_errors
 from ..._base import wheel as install  # where the unpacked wheel is, and whether it is complete
 
@@ -52,7 +52,7 @@ NAMESPACE = "npu"
 # (op name -> kernel; "op" is its default overload, "op.overload" another: "npu_grouped_matmul.List",
 # as the wheel's schema list names it); every other op of the wheel's list is defined too, by schema and Meta.
 _KERNEL_MODULES = (npu_ops_reference, npu_ops_attention, npu_ops_cache, npu_ops_dense, npu_ops_moe, npu_ops_quant,
-                   npu_ops_backward, npu_ops_collective_matmul, npu_ops_moe_distribute)
+                   npu_ops_backward, npu_ops_collective_matmul, npu_ops_moe_distribute, npu_ops_quant_lowbit)
 CPU_KERNELS = {name: kernel for module in _KERNEL_MODULES for name, kernel in module.KERNELS.items()}
 # Meta functions of ops whose Meta torch_npu writes in C++ (the wheel's Python has none), where a family
 # module defines one (``META``); used only when the wheel has no Meta for the op.

@@ -21,6 +21,8 @@ VIEWS_ALLOWED = contextvars.ContextVar("op_plugin_views_allowed", default=False)
 
 def fresh(tensor: torch.Tensor) -> torch.Tensor:
     """`tensor` as a GE output: contiguous, and a buffer of its own unless views are allowed."""
+    if tensor.dtype == torch.int4:   # DT_INT4 (one value per byte): torch has no copy kernel for int4
+        return fresh(tensor.view(torch.int8)).view(torch.int4)
     if not tensor.is_contiguous():
         return tensor.contiguous()
     return tensor if VIEWS_ALLOWED.get() else tensor.clone()
