@@ -39,10 +39,14 @@ def run_module(name: str, quick: bool, folder: Path) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     print(f"\n### bench.{name}", flush=True)
-    start = time.perf_counter()
+    start, load_before = time.perf_counter(), os.getloadavg()[0]
     subprocess.run(cmd, cwd=ROOT, env=env, check=True)
     result = json.loads(out.read_text(encoding="utf-8"))
     result.setdefault("config", {})["wall_s"] = round(time.perf_counter() - start, 1)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    result["measured"] = {"at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit.strip(),
+                          "load": f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}"}
+    out.write_text(json.dumps(result, indent=1), encoding="utf-8")  # with its stamp, for a later --reuse
     return result
 
 
@@ -53,6 +57,11 @@ def main(argv=None) -> int:
     parser.add_argument("--only", help="comma-separated subset of " + ",".join(MODULES))
     parser.add_argument("--skip", default="", help="comma-separated benchmarks not to run (e.g. suite_time, "
                                                    "which runs CI's steps in a fresh clone: about 20 minutes)")
+    parser.add_argument("--results", metavar="DIR", help="keep each benchmark's JSON in DIR (default: a temporary "
+                                                         "directory)")
+    parser.add_argument("--reuse", action="store_true", help="with --results: the page also shows the benchmarks "
+                        "not run now from their JSON in DIR, each section stamped with when and at which commit "
+                        "it was measured")
     args = parser.parse_args(argv)
     names = [n for n in MODULES if (not args.only or n in args.only.split(",")) and n not in args.skip.split(",")]
     out = Path(args.out)
@@ -60,10 +69,18 @@ def main(argv=None) -> int:
 
     start = time.perf_counter()
     load_before = os.getloadavg()
-    results = []
+    results = {}
     with tempfile.TemporaryDirectory(prefix="op_plugin_bench_") as tmp:
+        folder = Path(args.results) if args.results else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         for name in names:
-            results.append(run_module(name, args.quick, Path(tmp)))
+            results[name] = run_module(name, args.quick, folder)
+        if args.reuse and args.results:
+            for name in MODULES:
+                saved = folder / f"{name}.json"
+                if name not in results and saved.exists():
+                    results[name] = json.loads(saved.read_text(encoding="utf-8"))
+    results = [results[n] for n in MODULES if n in results]
     wall = time.perf_counter() - start
     load_after = os.getloadavg()
 
