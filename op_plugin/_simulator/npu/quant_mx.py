@@ -1,5 +1,6 @@
 """CPU reference kernels of torch_npu's MX quantisation ops: npu_dynamic_mx_quant,
-npu_dynamic_mx_quant_with_dual_axis, npu_dynamic_block_mx_quant (more in ``quant_mx_fused.py``).
+npu_dynamic_mx_quant_with_dual_axis, npu_dynamic_block_mx_quant, npu_rms_norm_dynamic_mx_quant,
+npu_add_rms_norm_dynamic_mx_quant.
 
 On an NPU these eager ops run the CANN kernels their GE types run in graph mode, so each maps torch_npu's
 arguments onto the interpreter's MX code (``interpreter/kernels/mx_formats.py`` for the format,
@@ -9,7 +10,7 @@ low nibble), float8_e8m0 scales as uint8 (the wheel's Meta functions' dtypes).
 """
 from __future__ import annotations
 
-from ..interpreter.kernels import mx_formats as mx, quantize_mx as ops
+from ..interpreter.kernels import mx_formats as mx, quantize_mx as ops, quantize_mx_fused as fused
 from .checks import named_refusals
 
 
@@ -54,7 +55,32 @@ def npu_dynamic_block_mx_quant(input, *, round_mode="rint", dst_type=296, scale_
     return eager_elements(y, fmt), scale1, scale2
 
 
+@named_refusals("npu_rms_norm_dynamic_mx_quant")
+def npu_rms_norm_dynamic_mx_quant(x, gamma, *, beta=None, epsilon=1e-06, scale_alg=0, round_mode="rint",
+                                  dst_type=296):
+    fmt = element_format("npu_rms_norm_dynamic_mx_quant", dst_type)
+    fused.check_norm_args(x, gamma, beta, fmt, round_mode, scale_alg)
+    y, codes, rstd = fused.rms_norm_mx(x.float(), x.dtype, gamma, beta, epsilon, fmt, round_mode, scale_alg)
+    return eager_elements(y, fmt), codes, rstd
+
+
+@named_refusals("npu_add_rms_norm_dynamic_mx_quant")
+def npu_add_rms_norm_dynamic_mx_quant(x1, x2, gamma, *, beta=None, epsilon=1e-06, scale_alg=0, round_mode="rint",
+                                      dst_type=296):
+    fmt = element_format("npu_add_rms_norm_dynamic_mx_quant", dst_type)
+    if x1.shape != x2.shape or x1.dtype != x2.dtype:
+        raise ValueError("npu::npu_add_rms_norm_dynamic_mx_quant: x1 and x2 must share shape and dtype; got "
+                         f"{x1.dtype}{list(x1.shape)}, {x2.dtype}{list(x2.shape)}")
+    fused.check_norm_args(x1, gamma, beta, fmt, round_mode, scale_alg)
+    fused.check_norm_args(x2, gamma, beta, fmt, round_mode, scale_alg)
+    wide = x1.float() + x2.float()
+    y, codes, rstd = fused.rms_norm_mx(wide, x1.dtype, gamma, beta, epsilon, fmt, round_mode, scale_alg)
+    return eager_elements(y, fmt), wide.to(x1.dtype), codes, rstd
+
+
 KERNELS = {
+    "npu_rms_norm_dynamic_mx_quant": npu_rms_norm_dynamic_mx_quant,
+    "npu_add_rms_norm_dynamic_mx_quant": npu_add_rms_norm_dynamic_mx_quant,
     "npu_dynamic_mx_quant": npu_dynamic_mx_quant,
     "npu_dynamic_mx_quant_with_dual_axis": npu_dynamic_mx_quant_with_dual_axis,
     "npu_dynamic_block_mx_quant": npu_dynamic_block_mx_quant,

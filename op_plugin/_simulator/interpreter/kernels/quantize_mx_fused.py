@@ -1,0 +1,69 @@
+"""Fused MX quantisation GE ops (hicann ops-nn ``norm/``): RmsNormDynamicMxQuant and AddRmsNormDynamicMxQuant.
+
+From the ops' aclnn docs and arch35 kernels: ``x = x1 + x2`` in float32 (``x`` output rounded to x1's dtype;
+the norm reads the float32 sum), ``rstd = 1 / sqrt(sum(x^2) * (1/n) + epsilon)`` over the last dim in
+float32, ``y = x * rstd * gamma (+ beta)`` rounded to x's dtype (the kernels store it as T_X), then
+DynamicMxQuant of y along the last axis in blocks of 32 (``mx_formats.py``). gamma (and beta, same shape and
+dtype) are 1-D over x's last dim. rstd: TorchAir asks ``output_rstd=False``, for which CANN marks the output
+invalid (contents undefined); the simulator returns the computed rstd either way, in the wheel Meta's shape
+[..., 1]. The rstd is computed with torch's sqrt, not the kernel's Newton-Raphson reciprocal square root, so it
+can differ from an NPU's in the last float32 bit. Inf/NaN inputs are refused (CANN's doc gives y 0 and the NaN
+scale, but not over which elements).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..registry import ge_kernel, refuse
+from . import mx_formats as mx
+from .quantize_mx import as_e8m0, as_ge, check_fp4_last_dim, check_modes, mx_along
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def check_norm_args(x, gamma, beta, fmt, round_mode, scale_alg):
+    if x.dtype not in _HALF:
+        refuse(f"x of dtype {x.dtype}: CANN takes float16 or bfloat16")
+    if gamma.dim() != 1 or x.dim() == 0 or gamma.shape[0] != x.shape[-1]:
+        refuse(f"gamma must be 1-D over x's last dim; gamma {list(gamma.shape)}, x {list(x.shape)}")
+    if gamma.dtype not in (x.dtype, torch.float32):
+        refuse(f"gamma of dtype {gamma.dtype}: CANN takes x's dtype or float32")
+    if beta is not None and (beta.shape != gamma.shape or beta.dtype != gamma.dtype):
+        refuse("beta must have gamma's shape and dtype")
+    check_modes(fmt, round_mode, scale_alg, scale_algs=(0, 1))
+    check_fp4_last_dim(x, fmt)
+    if not bool(torch.isfinite(x).all()):
+        refuse("x holds inf/NaN: CANN's doc gives y 0 and the NaN scale without saying over which elements")
+
+
+def rms_norm_mx(wide, dtype, gamma, beta, epsilon, fmt, round_mode, scale_alg):
+    """(elements, mxscale codes, rstd) of the float32 `wide` normalised, rounded to `dtype`, MX-quantised."""
+    n = wide.shape[-1]
+    inv_n = torch.tensor(1.0 / n, dtype=torch.float32)
+    rstd = 1.0 / torch.sqrt((wide * wide).sum(dim=-1, keepdim=True) * inv_n + float(epsilon))
+    y = wide * rstd * gamma.float()
+    if beta is not None:
+        y = y + beta.float()
+    elements, codes = mx_along(y.to(dtype), -1, 32, fmt, round_mode, scale_alg)
+    return elements, codes, rstd
+
+
+@ge_kernel("RmsNormDynamicMxQuant")
+def rms_norm_dynamic_mx_quant(x, gamma, beta, *, epsilon, scale_alg, round_mode, dst_type, output_rstd):
+    fmt = mx.element_format("dst_type", dst_type)
+    check_norm_args(x, gamma, beta, fmt, round_mode, scale_alg)
+    y, codes, rstd = rms_norm_mx(x.float(), x.dtype, gamma, beta, epsilon, fmt, round_mode, scale_alg)
+    return as_ge(y, fmt), as_e8m0(codes), rstd
+
+
+@ge_kernel("AddRmsNormDynamicMxQuant")
+def add_rms_norm_dynamic_mx_quant(x1, x2, gamma, beta, *, epsilon, scale_alg, round_mode, dst_type,
+                                  output_rstd):
+    fmt = mx.element_format("dst_type", dst_type)
+    if x1.shape != x2.shape or x1.dtype != x2.dtype:
+        refuse(f"x1 and x2 must share shape and dtype; got {x1.dtype}{list(x1.shape)}, {x2.dtype}{list(x2.shape)}")
+    check_norm_args(x1, gamma, beta, fmt, round_mode, scale_alg)
+    check_norm_args(x2, gamma, beta, fmt, round_mode, scale_alg)
+    wide = x1.float() + x2.float()
+    y, codes, rstd = rms_norm_mx(wide, x1.dtype, gamma, beta, epsilon, fmt, round_mode, scale_alg)
+    return as_ge(y, fmt), wide.to(x1.dtype), as_e8m0(codes), rstd
