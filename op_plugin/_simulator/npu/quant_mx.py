@@ -1,6 +1,6 @@
 """CPU reference kernels of torch_npu's MX quantisation ops: npu_dynamic_mx_quant,
 npu_dynamic_mx_quant_with_dual_axis, npu_dynamic_block_mx_quant, npu_rms_norm_dynamic_mx_quant,
-npu_add_rms_norm_dynamic_mx_quant.
+npu_add_rms_norm_dynamic_mx_quant, npu_swiglu_mx_quant.
 
 On an NPU these eager ops run the CANN kernels their GE types run in graph mode, so each maps torch_npu's
 arguments onto the interpreter's MX code (``interpreter/kernels/mx_formats.py`` for the format,
@@ -78,7 +78,22 @@ def npu_add_rms_norm_dynamic_mx_quant(x1, x2, gamma, *, beta=None, epsilon=1e-06
     return eager_elements(y, fmt), wide.to(x1.dtype), codes, rstd
 
 
+@named_refusals("npu_swiglu_mx_quant")
+def npu_swiglu_mx_quant(x, *, group_index=None, activate_dim=-1, activate_left=False, swiglu_mode=0, clamp_limit=7.0,
+                        glu_alpha=1.702, glu_bias=1.0, group_mode=0, axis=-1, dst_type=296, round_mode="rint",
+                        scale_alg=0, max_dtype_value=0):
+    fmt = element_format("npu_swiglu_mx_quant", dst_type)
+    if group_mode not in (0, 1):
+        raise ValueError(f"npu::npu_swiglu_mx_quant: group_mode={group_mode} is not 0 (count) or 1 (cumsum)")
+    y, codes = fused.swiglu_mx(x, group_index, activate_dim=activate_dim, activate_left=activate_left,
+                               swiglu_mode=swiglu_mode, clamp_limit=clamp_limit, glu_alpha=glu_alpha,
+                               glu_bias=glu_bias, axis=axis, fmt=fmt, round_mode=round_mode, scale_alg=scale_alg,
+                               max_dtype_value=max_dtype_value)
+    return eager_elements(y, fmt), codes
+
+
 KERNELS = {
+    "npu_swiglu_mx_quant": npu_swiglu_mx_quant,
     "npu_rms_norm_dynamic_mx_quant": npu_rms_norm_dynamic_mx_quant,
     "npu_add_rms_norm_dynamic_mx_quant": npu_add_rms_norm_dynamic_mx_quant,
     "npu_dynamic_mx_quant": npu_dynamic_mx_quant,

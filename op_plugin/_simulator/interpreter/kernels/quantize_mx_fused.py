@@ -1,4 +1,5 @@
-"""Fused MX quantisation GE ops (hicann ops-nn ``norm/``): RmsNormDynamicMxQuant and AddRmsNormDynamicMxQuant.
+"""Fused MX quantisation GE ops (hicann ops-nn ``norm/``, ``quant/swiglu_mx_quant``): RmsNormDynamicMxQuant,
+AddRmsNormDynamicMxQuant and SwigluMxQuant.
 
 From the ops' aclnn docs and arch35 kernels: ``x = x1 + x2`` in float32 (``x`` output rounded to x1's dtype;
 the norm reads the float32 sum), ``rstd = 1 / sqrt(sum(x^2) * (1/n) + epsilon)`` over the last dim in
@@ -9,6 +10,12 @@ invalid (contents undefined); the simulator returns the computed rstd either way
 [..., 1]. The rstd is computed with torch's sqrt, not the kernel's Newton-Raphson reciprocal square root, so it
 can differ from an NPU's in the last float32 bit. Inf/NaN inputs are refused (CANN's doc gives y 0 and the NaN
 scale, but not over which elements).
+
+SwigluMxQuant (aclnnSwigluMxQuant doc, arch35 kernel): in float32, swiglu_mode 0 ``a / (1 + exp(-a)) * b`` with
+a the right half along activate_dim (the left with activate_left), b the other; swiglu_mode 1 (last dim only)
+``g = min(x[..., 0::2], clamp_limit)``, ``g / (1 + exp(-glu_alpha * g)) * (clamp(x[..., 1::2], +-clamp_limit)
++ glu_bias)``; the result is rounded to x's dtype (RINT) and DynamicMxQuant'ed along ``axis`` in blocks of 32.
+group_index (MoE groups: rows past the groups are left unwritten) is refused.
 """
 from __future__ import annotations
 
@@ -67,3 +74,58 @@ def add_rms_norm_dynamic_mx_quant(x1, x2, gamma, beta, *, epsilon, scale_alg, ro
     wide = x1.float() + x2.float()
     y, codes, rstd = rms_norm_mx(wide, x1.dtype, gamma, beta, epsilon, fmt, round_mode, scale_alg)
     return as_ge(y, fmt), wide.to(x1.dtype), as_e8m0(codes), rstd
+
+
+def swiglu_out(x, activate_dim, activate_left, swiglu_mode, clamp_limit, glu_alpha, glu_bias):
+    """SwigluMxQuant's activation, rounded to x's dtype."""
+    if x.dtype not in _HALF or not 2 <= x.dim() <= 7:
+        refuse(f"x must be float16/bfloat16 of 2-7 dims; got {x.dtype}{list(x.shape)}")
+    if activate_dim not in (-1, -2, x.dim() - 1, x.dim() - 2):
+        refuse(f"activate_dim={activate_dim} is not the last or second-to-last dim")
+    dim = activate_dim % x.dim()
+    if x.shape[dim] % 2:
+        refuse(f"x's activate_dim size {x.shape[dim]} must be even")
+    wide = x.float()
+    if swiglu_mode == 0:
+        first, second = wide.chunk(2, dim=dim)
+        a, b = (first, second) if activate_left else (second, first)
+        out = a / (1.0 + torch.exp(-a)) * b
+    elif swiglu_mode == 1:
+        if dim != x.dim() - 1:
+            refuse("swiglu_mode=1 takes the last dim as activate_dim")
+        glu = torch.clamp(wide[..., 0::2], max=float(clamp_limit))
+        linear = torch.clamp(wide[..., 1::2], -float(clamp_limit), float(clamp_limit)) + float(glu_bias)
+        out = glu / (1.0 + torch.exp(glu * -float(glu_alpha))) * linear
+    else:
+        refuse(f"swiglu_mode={swiglu_mode} is not 0 or 1")
+    return out.to(x.dtype)
+
+
+def swiglu_mx(x, group_index, *, activate_dim, activate_left, swiglu_mode, clamp_limit, glu_alpha, glu_bias, axis,
+              fmt, round_mode, scale_alg, max_dtype_value):
+    """(elements, mxscale codes) of SwigluMxQuant."""
+    if group_index is not None:
+        refuse("group_index is not simulated (rows past the groups are left unwritten by CANN)")
+    check_modes(fmt, round_mode, scale_alg, scale_algs=(0, 1))
+    if float(max_dtype_value) < 0:
+        refuse(f"max_dtype_value={max_dtype_value} must be non-negative")
+    if not bool(torch.isfinite(x).all()):
+        refuse("x holds inf/NaN: CANN leaves the MX elements of such a block undefined")
+    out = swiglu_out(x, activate_dim, activate_left, swiglu_mode, clamp_limit, glu_alpha, glu_bias)
+    if axis not in (-1, -2, x.dim() - 1, x.dim() - 2):
+        refuse(f"axis={axis} is not the last or second-to-last dim")
+    check_fp4_last_dim(out, fmt)
+    return mx_along(out, axis, 32, fmt, round_mode, scale_alg)
+
+
+@ge_kernel("SwigluMxQuant")
+def swiglu_mx_quant(x, group_index, *, activate_dim, activate_left, swiglu_mode, clamp_limit, glu_alpha, glu_bias,
+                    group_mode, axis, dst_type, round_mode, scale_alg, max_dtype_value):
+    fmt = mx.element_format("dst_type", dst_type)
+    if group_mode not in (0, 1):
+        refuse(f"group_mode={group_mode} is not 0 (count) or 1 (cumsum)")
+    y, codes = swiglu_mx(x, group_index, activate_dim=activate_dim, activate_left=activate_left,
+                         swiglu_mode=swiglu_mode, clamp_limit=clamp_limit, glu_alpha=glu_alpha, glu_bias=glu_bias,
+                         axis=axis, fmt=fmt, round_mode=round_mode, scale_alg=scale_alg,
+                         max_dtype_value=max_dtype_value)
+    return as_ge(y, fmt), as_e8m0(codes)
