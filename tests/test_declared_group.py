@@ -1,0 +1,52 @@
+"""Declared cases of ops that take a communicator name run in a one-rank gloo group
+(op_plugin/_tools/declared_group.py): the case's placeholder name is replaced by the group's, the group
+exists only for the case, and a case that asks for more ranks than one is refused naming the mismatch."""
+import torch
+import torch.distributed as dist
+
+from op_plugin._tools import declared_group
+from op_plugin._tools.declared_cases import build_inputs, enumerate_cases, run_case
+from op_plugin._tools.declared_pool import run_cases
+
+
+def test_group_arguments_are_the_ops_str_hcom_and_group_arguments():
+    from op_plugin._simulator import load_torchair
+
+    load_torchair()  # defines torch_npu's ops on this host
+    assert declared_group.group_arguments(torch.ops.npu.npu_mm_all_reduce_base.default) == ("hcom",)
+    assert declared_group.group_arguments(torch.ops.aten.add.Tensor) == ()
+    assert not declared_group.needs_group(lambda x: x)
+
+
+def test_the_placeholder_name_becomes_the_groups_name_only_inside_the_group():
+    case = enumerate_cases(["npu.npu_mm_all_reduce_base.default#1"])[0]
+    args, _ = build_inputs(case)
+    assert args[2] == "group"  # TorchAir's placeholder, outside any group
+    with declared_group.one_rank_group() as name:
+        assert dist.is_initialized() and dist.get_world_size() == 1
+        args, _ = build_inputs(case)
+        assert args[2] == name == "tag=ptd:0;rank_list=0"
+    assert not dist.is_initialized()
+    case = enumerate_cases(["npu.npu_all_gather_quant_mm.default#1"])[0]
+    with declared_group.one_rank_group() as name:
+        assert build_inputs(case)[1]["hcom"] == name  # given by keyword
+
+
+def test_mc2_declared_cases_run_in_a_one_rank_group():
+    results = {r.case_id: r for r in (run_case(c) for c in enumerate_cases(["npu.npu_mm_all_reduce_base.default#"]))}
+    for case_id in ("npu.npu_mm_all_reduce_base.default#1", "npu.npu_mm_all_reduce_base.default#2"):
+        assert results[case_id].cls == "pass", results[case_id]
+        assert results[case_id].ge_types == ["MatmulAllReduce"]
+    assert not dist.is_initialized()  # torn down after each case
+
+
+def test_a_case_asking_for_eight_ranks_is_refused_naming_the_mismatch():
+    result = run_case(enumerate_cases(["npu.npu_quant_mm_reduce_scatter.default#1"])[0])
+    assert result.cls == "eager-unsupported", result
+    assert "npu_quant_mm_reduce_scatter" in result.reason and "rank_size 8" in result.reason, result.reason
+    assert "has 1 ranks" in result.reason
+
+
+def test_the_guarded_worker_runs_a_group_case():
+    [result] = run_cases(["npu.npu_mm_all_reduce_base.default#1"], workers=1)
+    assert result.cls == "pass", result
