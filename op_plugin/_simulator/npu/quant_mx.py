@@ -1,6 +1,6 @@
 """CPU reference kernels of torch_npu's MX quantisation ops: npu_dynamic_mx_quant,
 npu_dynamic_mx_quant_with_dual_axis, npu_dynamic_block_mx_quant, npu_rms_norm_dynamic_mx_quant,
-npu_add_rms_norm_dynamic_mx_quant, npu_swiglu_mx_quant.
+npu_add_rms_norm_dynamic_mx_quant, npu_swiglu_mx_quant, npu_dynamic_dual_level_mx_quant.
 
 On an NPU these eager ops run the CANN kernels their GE types run in graph mode, so each maps torch_npu's
 arguments onto the interpreter's MX code (``interpreter/kernels/mx_formats.py`` for the format,
@@ -92,7 +92,14 @@ def npu_swiglu_mx_quant(x, *, group_index=None, activate_dim=-1, activate_left=F
     return eager_elements(y, fmt), codes
 
 
+@named_refusals("npu_dynamic_dual_level_mx_quant")
+def npu_dynamic_dual_level_mx_quant(input, *, smooth_scale=None, round_mode="rint"):
+    codes, level0, scale = fused.dual_level_mx(input, smooth_scale, round_mode, 512, 32)
+    return mx.pack_fp4(codes), level0, scale
+
+
 KERNELS = {
+    "npu_dynamic_dual_level_mx_quant": npu_dynamic_dual_level_mx_quant,
     "npu_swiglu_mx_quant": npu_swiglu_mx_quant,
     "npu_rms_norm_dynamic_mx_quant": npu_rms_norm_dynamic_mx_quant,
     "npu_add_rms_norm_dynamic_mx_quant": npu_add_rms_norm_dynamic_mx_quant,

@@ -16,6 +16,11 @@ a the right half along activate_dim (the left with activate_left), b the other; 
 ``g = min(x[..., 0::2], clamp_limit)``, ``g / (1 + exp(-glu_alpha * g)) * (clamp(x[..., 1::2], +-clamp_limit)
 + glu_bias)``; the result is rounded to x's dtype (RINT) and DynamicMxQuant'ed along ``axis`` in blocks of 32.
 group_index (MoE groups: rows past the groups are left unwritten) is refused.
+
+DynamicDualLevelMxQuant (aclnnDynamicDualLevelMxQuant doc, arch35 kernel), fp4 e2m1 along the last dim: x times
+smooth_scale (in x's dtype); per level0 block (512) ``s0 = float32(amax) * float32(1/6)`` (0 when below 2^-126);
+``temp = x's dtype(float32(x) / s0)`` (a zero x stays itself); then DynamicMxQuant of temp in level1 blocks of 32.
+A nonzero x whose level0 scale is 0 (x / 0) is refused: the doc does not define it.
 """
 from __future__ import annotations
 
@@ -129,3 +134,39 @@ def swiglu_mx_quant(x, group_index, *, activate_dim, activate_left, swiglu_mode,
                          axis=axis, fmt=fmt, round_mode=round_mode, scale_alg=scale_alg,
                          max_dtype_value=max_dtype_value)
     return as_ge(y, fmt), as_e8m0(codes)
+
+
+_INV_FP4_MAX = torch.tensor(0x3E2AAAAB, dtype=torch.int32).view(torch.float32)   # the kernel's float32 1/6
+
+
+def dual_level_mx(x, smooth_scale, round_mode, level0_block_size, level1_block_size):
+    """(fp4 codes, level0 scales float32 [..., ceil(n / 512)], level1 mxscale codes) of DynamicDualLevelMxQuant."""
+    if x.dtype not in _HALF or x.dim() == 0:
+        refuse(f"x must be float16/bfloat16 of at least 1 dim; got {x.dtype}{list(x.shape)}")
+    if (level0_block_size, level1_block_size) != (512, 32):
+        refuse(f"level0/level1 block sizes {level0_block_size}/{level1_block_size}: CANN supports 512/32")
+    mx.check_round_mode(mx.E2M1, round_mode)
+    check_fp4_last_dim(x, mx.E2M1)
+    if not bool(torch.isfinite(x).all()):
+        refuse("x holds inf/NaN: CANN leaves the MX elements of such a block undefined")
+    if smooth_scale is not None:
+        if smooth_scale.dtype != x.dtype or smooth_scale.shape[-1:] != x.shape[-1:] or smooth_scale.dim() != 1:
+            refuse(f"smooth_scale must be 1-D of x's last dim and dtype; got {smooth_scale.dtype}"
+                   f"{list(smooth_scale.shape)}")
+        x = x * smooth_scale                          # the kernel multiplies in x's dtype
+    n = x.shape[-1]
+    nb = -(-n // 512)
+    blocks = torch.nn.functional.pad(x.float(), (0, nb * 512 - n)).reshape(*x.shape[:-1], nb, 512)
+    level0 = blocks.abs().amax(dim=-1) * _INV_FP4_MAX
+    level0 = torch.where(level0 < 2.0 ** -126, torch.zeros_like(level0), level0)
+    if bool(((level0 == 0).unsqueeze(-1) & (blocks != 0)).any()):
+        refuse("a level0 block whose scale underflows to 0 holds nonzero values (x / 0): undefined in CANN's doc")
+    temp = torch.where(blocks == 0, blocks, blocks / level0.unsqueeze(-1)).flatten(-2)[..., :n].to(x.dtype)
+    codes, scale = mx_along(temp, -1, 32, mx.E2M1, round_mode)
+    return codes, level0, scale
+
+
+@ge_kernel("DynamicDualLevelMxQuant")
+def dynamic_dual_level_mx_quant(x, smooth_scale, *, round_mode, level0_block_size, level1_block_size):
+    codes, level0, scale = dual_level_mx(x, smooth_scale, round_mode, level0_block_size, level1_block_size)
+    return as_ge(codes, mx.E2M1), level0, as_e8m0(scale)
