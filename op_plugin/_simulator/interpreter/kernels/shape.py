@@ -24,6 +24,7 @@ import torch
 from ...._ge.values import ge_dtype_to_torch
 from ..registry import ge_kernel, refuse
 from .common import fresh, int_list
+from .mx_formats import bitcast_fp4
 from .quantize_lowbit import pack_int4
 
 
@@ -125,6 +126,8 @@ def bitcast(x, *, type, keep_dim):
     keep_dim=True keeps the rank and scales the last dim by r."""
     x = x.contiguous()
     dtype = ge_dtype_to_torch(type, where="Bitcast type: ")
+    if torch.float4_e2m1fn_x2 in (x.dtype, dtype):   # DT_FLOAT4_E2M1 is held one code per byte; GE's bytes hold two
+        return bitcast_fp4(x, dtype, keep_dim)
     if x.dtype == torch.int4:   # DT_INT4 is held one value per byte; GE's bytes hold two
         return pack_int4(x, dtype, keep_dim)
     source, target = x.element_size(), torch.empty((), dtype=dtype).element_size()
