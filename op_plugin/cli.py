@@ -249,73 +249,9 @@ def _opproto(args) -> int:
 
 
 def _declared_cases(args) -> int:
-    import json
-    from pathlib import Path
+    from ._tools.declared_cli import run
 
-    from ._tools.declared_cases import enumerate_cases, import_setup
-    from ._tools.declared_pool import run_cases
-    from ._tools.declared_report import (
-        Progress, check_known, read_known, render_page, summarize, summary_text, write_known,
-    )
-
-    known = None
-    if args.check:
-        try:
-            known = read_known(args.check)
-        except (OSError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    if args.from_json:  # report on a saved run instead of running the cases
-        from ._tools.declared_cases import CaseResult
-
-        try:
-            saved = json.loads(Path(args.from_json).read_text(encoding="utf-8"))["cases"]
-            results = [CaseResult(**r) for r in saved
-                       if not args.prefix or any(r["case_id"].startswith(p) for p in args.prefix)]
-        except OSError as exc:
-            print(f"error: cannot read {args.from_json}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not JSON, or not a saved --json run
-            print(f"error: {args.from_json} is not the JSON a `declared-cases --json` run writes: "
-                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
-            return 2
-    else:
-        for module in args.setup or []:
-            import_setup(module)
-        cases = enumerate_cases(args.prefix or ())
-        if not cases:
-            print(f"error: no declared case matches the prefixes {args.prefix}", file=sys.stderr)
-            return 2
-        with Progress(len(cases)) as progress:
-            results = run_cases([c.case_id for c in cases], workers=args.workers, timeout=args.timeout,
-                                setup=args.setup or [], on_result=progress.advance)
-    try:
-        previous = read_known(args.write_known) if args.write_known and Path(args.write_known).exists() else {}
-    except (OSError, ValueError) as exc:  # an existing --write-known file that is not a known-failures file
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    summary = summarize(results, known or previous)
-    print(summary_text(summary))
-    try:
-        if args.json:
-            Path(args.json).write_text(json.dumps({"summary": summary, "cases": [r.as_dict() for r in results]},
-                                                  indent=1) + "\n", encoding="utf-8")
-            print(f"wrote {args.json}")
-        if args.markdown:  # the known-failures file's hand-written reasons become the page's notes
-            Path(args.markdown).write_text(render_page(results, summary, known or previous), encoding="utf-8")
-            print(f"wrote {args.markdown}")
-        if args.write_known:
-            # a --prefix run keeps the entries of the cases it did not run
-            count = write_known(args.write_known, results, previous, keep_unrun=bool(args.prefix))
-            print(f"wrote {args.write_known}: {count} known failures")
-    except OSError as exc:  # an output file that cannot be written
-        print(f"error: cannot write {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    if known is not None:
-        outcome = check_known(results, known, all_cases_ran=not args.prefix)
-        print(outcome.text())
-        return 0 if outcome.ok else 1
-    return 0
+    return run(args)
 
 
 def _test(args) -> int:
