@@ -155,8 +155,17 @@ VALID = {
     "npu_linear_backward": lambda: ((_r(3, 5), _r(3, 4), _r(5, 4)), {}),
     "npu_dtype_cast_backward": lambda: ((_r(3), torch.float32), {}),
     "_npu_dtype_cast_backward": lambda: ((_r(3), torch.float32), {}),
+    "_npu_rms_norm_backward_quant": lambda: ((_r(2, 8, dtype=F16), _r(2, 8, dtype=F16), torch.rand(2) + 0.5,
+                                              torch.rand(8).to(F16), torch.rand(1) + 0.1), {}),
+    "batch_norm_gather_stats_update": lambda: ((_r(4, 3, 2, 2), _r(2, 3), torch.rand(2, 3) + 2, torch.zeros(3),
+                                                torch.ones(3), 0.1, 1e-5, torch.tensor([8.0, 8.0])), {}),
+    "npu_quant_scatter": lambda: ((torch.zeros(2, 8, 32, dtype=torch.int8), torch.tensor([1, 5], dtype=I32),
+                                   _r(2, 2, 32, dtype=F16), torch.rand(32) + 0.5), {}),
+    "npu_quant_scatter_": lambda: ((torch.zeros(2, 8, 32, dtype=torch.int8), torch.tensor([1, 5], dtype=I32),
+                                    _r(2, 2, 32, dtype=F16), torch.rand(32) + 0.5), {}),
 }
 # MC2 and MoE-distribute ops need a process group (hcom); their hostile cases belong with tests/distributed/test_mc2.py.
 NEEDS_PROCESS_GROUP = ("npu_mm_all_reduce_base", "npu_all_gather_base_mm", "npu_mm_reduce_scatter_base",
+                       "npu_all_gather_quant_mm", "npu_quant_mm_reduce_scatter",  # test_mc2_quant.py
                        "npu_moe_distribute_dispatch", "npu_moe_distribute_combine",
                        "npu_moe_distribute_dispatch_v2", "npu_moe_distribute_combine_v2")
