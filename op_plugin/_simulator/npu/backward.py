@@ -14,6 +14,10 @@ Backward ops (float32 inside for 16-bit inputs, rounded once):
 * ``npu_gelu_backward(grad_output, self, approximate)``: ``g * GELU'(x)`` (erf or tanh form).
 * ``npu_linear_backward(grad, input, weight) -> (grad @ weight, grad^T @ input)``.
 * ``npu_dtype_cast_backward(grad, dtype, ...)`` / ``_npu_dtype_cast_backward``: ``grad`` cast to ``dtype``.
+* ``_npu_rms_norm_backward_quant(dy, x, rstd, gamma, scale_x, *, offset_x, div_mode, quant_mode, dst_type)``:
+  the RMS-norm gradient with dx quantised to int8 from float32, ``rint(dx / scale_x + offset_x)`` (``* scale_x``
+  without div_mode), saturated; dgamma float32 (aclnnRmsNormGradQuant, computed by the RmsNormGradQuant GE
+  kernel, ``interpreter/kernels/norm_rms_grad.py``). hifloat8 dx (dst_type 290) has no CPU dtype: refused.
 
 Autograd (``AUTOGRAD``, registered by ops.py for the Autograd key): ``npu_rms_norm`` (self, gamma; rstd
 not differentiable), ``npu_swiglu``, ``npu_rotary_mul`` (self, r1, r2; a ``rotate`` matrix is refused:
@@ -30,7 +34,8 @@ import math
 import torch
 
 from ..._base.numerics import opmath
-from .checks import rank, same_shape
+from ..interpreter.kernels import norm_rms_grad
+from .checks import named_refusals, rank, same_shape
 from .dense import plain_dtype
 
 
@@ -149,7 +154,29 @@ def _npu_dtype_cast_backward(grad, dtype):
     return grad.to(dtype, copy=True)
 
 
+_TORCH_INT8, _TORCH_NPU_HIFLOAT8 = 1, 290   # torch's ScalarType number of int8; torch_npu's hifloat8
+
+
+@named_refusals("_npu_rms_norm_backward_quant")
+def _npu_rms_norm_backward_quant(dy, x, rstd, gamma, scale_x, *, offset_x=None, div_mode=True, quant_mode="static",
+                                 dst_type=1):
+    op = "_npu_rms_norm_backward_quant"
+    if dst_type == _TORCH_NPU_HIFLOAT8:
+        raise NotImplementedError(f"npu::{op}: dst_type=290 (hifloat8) has no CPU dtype; only int8 dx is simulated")
+    if dst_type not in (None, _TORCH_INT8):
+        raise ValueError(f"npu::{op}: dst_type={dst_type}: dx is int8 (1) or hifloat8 (290) (aclnnRmsNormGradQuant)")
+    if quant_mode != "static":
+        raise ValueError(f"npu::{op}: quant_mode={quant_mode!r}: CANN documents only \"static\"")
+    if dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or rstd.dtype != torch.float32:
+        raise ValueError(f"npu::{op}: dy/x must be float16, bfloat16 or float32 and rstd float32")
+    if offset_x is not None and offset_x.dtype != torch.int32:
+        raise ValueError(f"npu::{op}: offset_x must be int32, got {offset_x.dtype}")
+    same_shape(op, dy=dy, x=x)
+    return norm_rms_grad.quantised_grad(dy, x, rstd, gamma, scale_x, offset_x, True if div_mode is None else div_mode)
+
+
 KERNELS = {
+    "_npu_rms_norm_backward_quant": _npu_rms_norm_backward_quant,
     "npu_rms_norm_backward": npu_rms_norm_backward,
     "npu_swiglu_backward": npu_swiglu_backward,
     "npu_rotary_mul_backward": npu_rotary_mul_backward,

@@ -1,6 +1,6 @@
 """Per-channel batch-norm GE ops (hicann ops-nn ``norm/``), forward and backward: BNInfer,
 BatchNormV3, BNTrainingUpdateGrad, BN3DTrainingUpdateGrad, BNTrainingReduceGrad, BNInferGrad,
-BatchNormGradV3, SyncBatchNormBackwardReduce, SyncBatchNormBackwardElemt.
+BatchNormGradV3, SyncBatchNormBackwardReduce, SyncBatchNormBackwardElemt, SyncBatchNormGatherStats.
 
 A module of their own beside `norm.py` (CANN files both under ``norm/``): their statistics run
 across the batch, per channel, and they find the channel axis in x's GE layout (NCHW/NCDHW: axis 1;
@@ -258,3 +258,31 @@ def sync_batch_norm_backward_elemt(grad_output, save_input, mean, invstd, weight
             refuse(f"{name} has shape {list(tensor.shape)}, expected grad_output's {list(grad_output.shape)}")
     grad = grad_output - mean_dy - (save_input - mean) * invstd * invstd * mean_dy_xmu
     return grad * invstd * weight
+
+
+_GATHER_STATS = ("total_sum", "total_square_sum", "mean", "variance")
+
+
+@ge_kernel("SyncBatchNormGatherStats", one_dtype=_GATHER_STATS, accepts={"total_sum": _F16_F32}, widen=True)
+def sync_batch_norm_gather_stats(total_sum, total_square_sum, sample_count, mean, variance, *, momentum, eps):
+    """The global statistics from every device's per-channel sums (aclnnSyncBatchNormGatherStats.md):
+    n = sum(sample_count), batch_mean = sum(total_sum) / n, batch_var = sum(total_square_sum) / n -
+    batch_mean^2, batch_invstd = 1 / sqrt(batch_var + eps); the running mean/variance move by momentum
+    towards batch_mean and the unbiased batch_var * n / (n - 1). IEEE results (inf/NaN) for n of 0 or 1
+    or a negative batch_var, as CANN's formula gives them: it defines no check."""
+    require_dtype("sample_count", sample_count, (torch.int32,))
+    if total_sum.dim() != 2 or total_square_sum.shape != total_sum.shape:
+        refuse(f"total_sum {list(total_sum.shape)} and total_square_sum {list(total_square_sum.shape)} must be "
+               "one (devices, channels) shape")
+    devices, channels = total_sum.shape
+    if devices == 0 or tuple(sample_count.shape) != (devices,):
+        refuse(f"sample_count {list(sample_count.shape)} must be ({devices},), one count per device (> 0 devices)")
+    if tuple(mean.shape) != (channels,) or tuple(variance.shape) != (channels,):
+        refuse(f"mean {list(mean.shape)} and variance {list(variance.shape)} must be ({channels},)")
+    count = sample_count.sum().float()
+    batch_mean = total_sum.sum(dim=0) / count
+    batch_var = total_square_sum.sum(dim=0) / count - batch_mean * batch_mean
+    batch_invstd = 1.0 / torch.sqrt(batch_var + eps)
+    running_mean = mean * (1.0 - momentum) + momentum * batch_mean
+    running_var = variance * (1.0 - momentum) + momentum * (batch_var * count / (count - 1.0))
+    return batch_mean, batch_invstd, running_mean, running_var

@@ -1,23 +1,29 @@
 """RmsNormGrad (CANN ops-nn ``norm/rms_norm_grad``): the gradient of RmsNorm, what TorchAir lowers
-torch_npu's npu_rms_norm_backward to.
+torch_npu's npu_rms_norm_backward to; and RmsNormGradQuant (``norm/rms_norm_grad_quant``), the same
+gradient with dx quantised, what TorchAir lowers ``_npu_rms_norm_backward_quant`` to.
 
 From CANN's definition: with ``xr = x * rstd`` (rstd the float32 forward output, with size-1 normalized
 dims) and ``g = dy * gamma``, ``dx = rstd * (g - xr * mean(g * xr))`` over the normalized dims (the last
 ``gamma.dim()``), ``dgamma = sum(dy * xr)`` over the others, in float32; dx in x's dtype, dgamma float32.
+
+RmsNormGradQuant (aclnnRmsNormGradQuant.md): ``dx_quant = round(dx / scale_x + offset_x)`` (div_mode) or
+``round(dx * scale_x + offset_x)``, from the float32 dx (the fused kernel keeps it in float32 registers),
+rounded half to even and saturated to int8 (the arch35 kernel's CAST_RINT casts); quant_mode "static"
+only (the only mode CANN documents); a hifloat8 dx (dst_type DT_HIFLOAT8) has no CPU dtype: refused.
 """
 from __future__ import annotations
 
 import torch
 
 from ..registry import ge_kernel, refuse
-from .common import opmath
+from .common import attr_dtype, opmath
 
 _FLOATS = (torch.float16, torch.float32, torch.bfloat16)
+_INT8_RANGE = (-128, 127)
 
 
-@ge_kernel("RmsNormGrad", one_dtype=("dy", "x"), accepts={"dy": _FLOATS, "x": _FLOATS, "gamma": _FLOATS,
-                                                          "rstd": (torch.float32,)})
-def rms_norm_grad(dy, x, rstd, gamma):
+def _grad_f32(dy, x, rstd, gamma):
+    """(dx, dgamma) in float32."""
     k = gamma.dim()
     if k > x.dim() or tuple(x.shape[x.dim() - k:]) != tuple(gamma.shape):
         refuse(f"gamma {tuple(gamma.shape)} is not the trailing shape of x {tuple(x.shape)}")
@@ -33,4 +39,45 @@ def rms_norm_grad(dy, x, rstd, gamma):
     dgamma = grad * xr
     if batch_dims:
         dgamma = dgamma.sum(dim=batch_dims)
+    return dx, dgamma
+
+
+@ge_kernel("RmsNormGrad", one_dtype=("dy", "x"), accepts={"dy": _FLOATS, "x": _FLOATS, "gamma": _FLOATS,
+                                                          "rstd": (torch.float32,)})
+def rms_norm_grad(dy, x, rstd, gamma):
+    dx, dgamma = _grad_f32(dy, x, rstd, gamma)
     return dx.to(x.dtype), dgamma
+
+
+def quantised_grad(dy, x, rstd, gamma, scale_x, offset_x, div_mode):
+    """RmsNormGradQuant's (int8 dx, float32 dgamma); rstd as x.shape[:n] (CANN's layout) or with the
+    normalized dims kept as size 1 (npu_rms_norm's)."""
+    if x.shape != dy.shape:
+        refuse(f"x {tuple(x.shape)} and dy {tuple(dy.shape)} must have one shape")
+    for name, tensor in (("scale_x", scale_x), ("offset_x", offset_x)):
+        if tensor is not None and tensor.numel() != 1:
+            refuse(f"{name} has shape {tuple(tensor.shape)}; CANN takes one element ([1])")
+    lead = x.dim() - gamma.dim()
+    if lead >= 0 and tuple(rstd.shape) == tuple(x.shape[:lead]):
+        rstd = rstd.reshape(*rstd.shape, *([1] * gamma.dim()))
+    dx, dgamma = _grad_f32(dy, x, rstd, gamma)
+    scale = opmath(scale_x).float().reshape(())
+    scaled = dx / scale if div_mode else dx * scale
+    if offset_x is not None:
+        scaled = scaled + offset_x.float().reshape(())
+    if bool(torch.isnan(scaled).any()):
+        refuse("dx / scale_x is NaN somewhere (a zero scale_x with a zero gradient): its int8 value is not "
+               "defined by CANN")
+    return torch.round(scaled).clamp(*_INT8_RANGE).to(torch.int8), dgamma
+
+
+@ge_kernel("RmsNormGradQuant", one_dtype=("dy", "x"),
+           accepts={"dy": _FLOATS, "x": _FLOATS, "gamma": _FLOATS, "rstd": (torch.float32,), "scale_x": _FLOATS,
+                    "offset_x": (torch.int32,)})
+def rms_norm_grad_quant(dy, x, rstd, gamma, scale_x, offset_x, *, div_mode, quant_mode, dst_type):
+    if quant_mode != "static":
+        refuse(f"quant_mode={quant_mode!r}: CANN documents only \"static\"")
+    out_dtype = attr_dtype("dst_type", dst_type)
+    if out_dtype != torch.int8:
+        refuse(f"dst_type {out_dtype}: dx_out is int8 or hifloat8 (CANN's prototype)")
+    return quantised_grad(dy, x, rstd, gamma, scale_x, offset_x, div_mode)

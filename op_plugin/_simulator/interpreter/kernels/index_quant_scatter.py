@@ -1,0 +1,107 @@
+"""QuantUpdateScatter (CANN ops-nn ``index/quant_update_scatter``): quantise ``updates`` along its last
+axis, then write it into slices of ``var`` along ``axis``; what TorchAir lowers torch_npu's
+npu_quant_scatter(_) to (``ge_converter/custom/npu_quant_scatter.py``).
+
+From CANN's README, aclnnInplaceQuantScatter(V2).md and the op's golden (``tests/assets/golden.py``):
+
+* ``q = updates / quant_scales (+ quant_zero_points)`` in float32, the scales and zero points one per
+  element of updates' last axis (quant_axis must be that axis); int8 var: rounded half to even and
+  saturated to [-128, 127] (round_mode "rint"); float8_e4m3fn / float8_e5m2 var: rounded to nearest even
+  by the cast (NaN / inf past the format's range, as the golden's ml_dtypes cast); hifloat8 (round modes
+  "round" / "hybrid") has no CPU dtype and is refused.
+* 1-D indices (B,): ``var[i, ..., idx[i] : idx[i] + U, ...] = q[i]`` with U = updates.shape[axis], for each
+  i < B = updates.shape[0]; 2-D indices (B, 2): ``var[idx[i][0], ..., idx[i][1] : idx[i][1] + U, ...] = q[i]``.
+  axis may be neither updates' first nor its last dim; the other dims of updates equal var's.
+* CANN neither supports nor checks an index out of range, and writes overlapping slices in a
+  nondeterministic order: a negative index, a slice past var's end and overlapping slices are refused
+  here. The doc's half-open bound [0, var.shape(axis) - U) would exclude the last slice that fits; the
+  golden writes it, and so does this kernel.
+* reduce "update" only (the only mode CANN documents).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..registry import ge_kernel, refuse
+from .common import opmath, require_dtype
+
+_VARS = (torch.int8, torch.float8_e4m3fn, torch.float8_e5m2)
+_UPDATES = (torch.float16, torch.float32, torch.bfloat16)
+
+
+def _quantised(updates, quant_scales, quant_zero_points, var_dtype, round_mode):
+    width = updates.shape[-1]
+    for name, tensor in (("quant_scales", quant_scales), ("quant_zero_points", quant_zero_points)):
+        if tensor is not None and tensor.numel() != width:
+            refuse(f"{name} has {tensor.numel()} elements; it needs one per element of updates' last axis ({width})")
+    if round_mode != "rint":
+        refuse(f"round_mode={round_mode!r}: int8 and float8 var take \"rint\" only (round/hybrid are hifloat8's)")
+    values = opmath(updates).float() / opmath(quant_scales).float().reshape(width)
+    if quant_zero_points is not None:
+        values = values + opmath(quant_zero_points).float().reshape(width)
+    if var_dtype == torch.int8:
+        if bool(torch.isnan(values).any()):
+            refuse("updates / quant_scales is NaN somewhere: its int8 value is not defined by CANN")
+        return torch.round(values).clamp(-128, 127).to(torch.int8)
+    return values.to(var_dtype)
+
+
+def _slices(var, indices, updates, axis):
+    """(destination index tuple, batch row of updates) per update, refusing what CANN leaves undefined."""
+    rows, span, extent = updates.shape[0], updates.shape[axis], var.shape[axis]
+    if indices.dim() == 1 and indices.shape[0] == rows:
+        starts = [(i, int(v)) for i, v in enumerate(indices.tolist())]
+    elif indices.dim() == 2 and indices.shape[0] == rows and indices.shape[1] == 2:
+        starts = [(int(a), int(b)) for a, b in indices.tolist()]
+    else:
+        refuse(f"indices {list(indices.shape)} must be ({rows},) or ({rows}, 2): one entry per row of updates")
+    taken: dict[int, list[tuple[int, int]]] = {}
+    for row, (batch, start) in enumerate(starts):
+        if not 0 <= batch < var.shape[0] or start < 0 or start + span > extent:
+            refuse(f"indices entry {row} writes var row {batch} from {start} along axis {axis} (a slice of {span}), "
+                   f"outside var {list(var.shape)}; CANN neither supports nor checks out-of-range (or negative) "
+                   "indices")
+        for other in taken.setdefault(batch, []):
+            if start < other[1] and other[0] < start + span:
+                refuse(f"two slices of var row {batch} overlap along axis {axis}; CANN writes them in a "
+                       "nondeterministic order")
+        taken[batch].append((start, start + span))
+    return starts
+
+
+def quant_update_scatter_values(var, indices, updates, quant_scales, quant_zero_points, reduce, axis, quant_axis,
+                                round_mode):
+    """var with the quantised updates written in (a new tensor)."""
+    require_dtype("var", var, _VARS)
+    if reduce != "update":
+        refuse(f"reduce={reduce!r}: CANN documents only \"update\"")
+    rank = updates.dim()
+    if not 3 <= var.dim() <= 8 or rank != var.dim():
+        refuse(f"var {list(var.shape)} and updates {list(updates.shape)} must have one rank in 3..8")
+    if quant_axis not in (-1, rank - 1):
+        refuse(f"quant_axis={quant_axis}: CANN quantises along updates' last axis only (-1 or {rank - 1})")
+    if not (-rank + 1 <= axis < -1 or 1 <= axis < rank - 1):
+        refuse(f"axis={axis}: must be in [{-rank + 1}, -1) or [1, {rank - 1}) (neither updates' first nor last dim)")
+    axis %= rank
+    pairs = enumerate(zip(updates.shape, var.shape, strict=True))
+    if updates.shape[0] > var.shape[0] or any(u != v for d, (u, v) in pairs if d not in (0, axis)):
+        refuse(f"updates {list(updates.shape)} must match var {list(var.shape)} except in dim 0 (not larger) and "
+               f"along axis {axis}")
+    if updates.shape[axis] > var.shape[axis]:
+        refuse(f"updates is longer than var along axis {axis}")
+    starts = _slices(var, indices, updates, axis)
+    values = _quantised(updates, quant_scales, quant_zero_points, var.dtype, round_mode)
+    out = var.clone()
+    span = updates.shape[axis]
+    for row, (batch, start) in enumerate(starts):
+        out[batch].narrow(axis - 1, start, span).copy_(values[row])
+    return out
+
+
+@ge_kernel("QuantUpdateScatter", accepts={"indices": (torch.int32, torch.int64), "updates": _UPDATES,
+                                          "quant_scales": (torch.float32, torch.bfloat16),
+                                          "quant_zero_points": (torch.int8, torch.uint8, torch.int32, torch.bfloat16)})
+def quant_update_scatter(var, indices, updates, quant_scales, quant_zero_points, *, reduce, axis, quant_axis,
+                         round_mode):
+    return quant_update_scatter_values(var, indices, updates, quant_scales, quant_zero_points, reduce, axis,
+                                       quant_axis, round_mode)
