@@ -244,3 +244,47 @@ def test_kronecker_quant_clip_saturates_int4():
     # factor (7 / 0.5) / 1 = 14: 14, -14, 7, -3.5, 0, 1.75, 14, -14 -> rint, saturated to [-8, 7]
     assert unpack_int4(out).tolist() == [[[7, -8, 7, -4, 0, 2, 7, -8]]]
     assert_close(scale, torch.tensor([0.5 / 7]), "kernel")
+
+
+def _dynamic_int4_loop(x, symmetric):
+    """DynamicQuant(V2) int4 (A2/A3 dynamic_quant.h) row by row in numpy float32 scalars, packed by _pack_loop."""
+    words, scales, offsets = [], [], []
+    for row in x.float().reshape(-1, x.shape[-1]).numpy():
+        if symmetric:
+            factor = np.float32(7) / np.float32(max(abs(v) for v in row))
+            levels = [int(np.rint(np.float32(v * factor))) for v in row]
+            scales.append(np.float32(1) / factor)
+        else:
+            high, low = np.float32(max(row)), np.float32(min(row))
+            scale = max(np.float32((high - low) / np.float32(15)), np.float32(1e-12))
+            offset = np.float32(7) - np.float32(high / scale)
+            inverse = np.float32(1) / scale
+            levels = [int(np.rint(np.float32(np.float32(v * inverse) + offset))) for v in row]
+            scales.append(scale)
+            offsets.append(offset)
+        words.append(_pack_loop([min(max(v, -8), 7) for v in levels]))
+    return words, scales, offsets
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_dynamic_quant_int4_against_a_loop(dtype):
+    torch.manual_seed(2)
+    x = torch.randn(2, 3, 16, dtype=dtype) * 4
+    y, scale = npu.npu_dynamic_quant(x, dst_type=torch.quint4x2)
+    words, scales, _ = _dynamic_int4_loop(x, True)
+    assert y.dtype == torch.int32 and y.shape == (2, 3, 2) and y.reshape(-1, 2).tolist() == words
+    assert scale.reshape(-1).tolist() == [float(s) for s in scales]
+    y, scale, offset = npu.npu_dynamic_quant_asymmetric(x, dst_type=torch.quint4x2)
+    words, scales, offsets = _dynamic_int4_loop(x, False)
+    assert y.reshape(-1, 2).tolist() == words and scale.reshape(-1).tolist() == [float(s) for s in scales]
+    assert offset.reshape(-1).tolist() == [float(o) for o in offsets]
+
+
+@pytest.mark.usefixtures("torchair")
+@pytest.mark.parametrize("fn, ge_type", [
+    (lambda x: npu.npu_dynamic_quant(x, dst_type=16), "DynamicQuant"),
+    (lambda x: npu.npu_dynamic_quant(x, dst_type=16, quant_mode="pertensor"), "DynamicQuantV2"),
+    (lambda x: npu.npu_dynamic_quant_asymmetric(x, dst_type=torch.quint4x2), "DynamicQuantV2"),
+])
+def test_dynamic_quant_int4_compiled(fn, ge_type):
+    check_compiled(fn, (torch.randn(4, 5, 32, dtype=F16),), [ge_type, "Bitcast"])

@@ -75,8 +75,8 @@ def test_dynamic_quant_smooth_scales_by_group():
 def test_dynamic_quant_refusals():
     with pytest.raises(ValueError, match="row.*of zeros"):
         npu.npu_dynamic_quant(torch.zeros(2, 8, dtype=F16))
-    with pytest.raises(NotImplementedError, match="quint4x2"):
-        npu.npu_dynamic_quant(torch.randn(2, 8).half(), dst_type=torch.quint4x2)
+    with pytest.raises(ValueError, match="multiple of 8"):   # int4 (quint4x2) packs 8 per int32
+        npu.npu_dynamic_quant(torch.randn(2, 12).half(), dst_type=torch.quint4x2)
     with pytest.raises(ValueError, match="group_index"):
         npu.npu_dynamic_quant(torch.randn(3, 8).half(), smooth_scales=torch.rand(2, 8).half(),
                               group_index=torch.tensor([2, 2], dtype=torch.int32))

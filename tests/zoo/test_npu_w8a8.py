@@ -66,9 +66,10 @@ def integer_reference(stack, x):
     for i, layer in enumerate(stack.layers):
         wide = x.float()
         absmax = wide.abs().max(dim=-1, keepdim=True).values
-        q = torch.clamp(torch.round(wide * (127.0 / absmax)), -128, 127).to(torch.int8)
+        factor = torch.full_like(absmax, 127.0) / absmax   # IEEE division (torch's `127.0 / t` is 127 * (1 / t))
+        q = torch.clamp(torch.round(wide * factor), -128, 127).to(torch.int8)
         acc = (q.to(torch.int32).unsqueeze(-1) * layer.weight.to(torch.int32)).sum(dim=-2, dtype=torch.int32)
-        pertoken = torch.reciprocal(torch.div(127.0, absmax))   # the scale DynamicQuant writes: 1 / (127 / max)
+        pertoken = torch.reciprocal(factor)   # the scale DynamicQuant writes: 1 / (127 / max)
         y = acc.float() * layer.weight_scale.float() * pertoken + layer.bias.float()
         x = y.to(layer.dtype)
         if i < len(stack.layers) - 1:

@@ -9,12 +9,14 @@ the vector units do; integer matmuls accumulate in int32 (int64 here, exact for 
 * Rounding to integers is round-half-to-even (``torch.round``): the A2/A3 kernels of DynamicQuant,
   AscendQuantV2 ("round") and Quantize cast float32 to int32 with ``RoundMode::CAST_RINT``.
 * int8 outputs saturate to [-128, 127] (uint8 to [0, 255], int32 to its range).
-* int4 packed into int32 (``torch.quint4x2``), fp8, hifloat8 and MX outputs are refused: the
-  simulator does not emulate int4 packing or those formats.
+* int4 outputs (``torch.quint4x2``) of the dynamic quantisers are packed 8 per int32 (``formats.pack_int4``);
+  elsewhere int4, and fp8, hifloat8 and MX outputs are refused (fp8 outputs: npu_quant_max, quant_lowbit.py).
 """
 from __future__ import annotations
 
 import torch
+
+from .formats import pack_int4
 
 _FLOAT16S = (torch.float16, torch.bfloat16)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -110,45 +112,64 @@ def _reduce_dims(op, x, quant_mode):
     _fail(op, f"quant_mode={quant_mode!r} is not 'pertoken' or 'pertensor'")
 
 
+# int8 / int4 (torch.quint4x2, packed 8 per int32) dynamic quantisation constants of the A2/A3 kernels
+# (dynamic_quant_base.h): symmetric C, asymmetric range R and offset O, the saturation bounds.
+_DYNAMIC = {"int8": dict(C=127.0, R=255.0, O=127.0, low=-128, high=127),
+            "int4": dict(C=7.0, R=15.0, O=7.0, low=-8, high=7)}
+
+
 def _dynamic_common(op, x, smooth_scales, group_index, dst_type, quant_mode, dst_type_max):
     _check_x(op, x)
-    out = _int_out(op, "dst_type", scalar_dtype(op, "dst_type", dst_type, torch.int8))
-    if out != torch.int8:
-        _fail(op, f"dst_type={out} is not an output of this op (int8, quint4x2)")
+    if dst_type in (16, torch.quint4x2):
+        kind = "int4"
+        if x.shape[-1] % 8:
+            _fail(op, f"int4 output (quint4x2) needs x's last dim to be a multiple of 8, got {tuple(x.shape)}")
+    else:
+        out = _int_out(op, "dst_type", scalar_dtype(op, "dst_type", dst_type, torch.int8))
+        if out != torch.int8:
+            _fail(op, f"dst_type={out} is not an output of this op (int8, quint4x2)")
+        kind = "int8"
     if dst_type_max:
         _fail(op, f"dst_type_max={dst_type_max} applies to fp8/hifloat8 outputs only (not emulated)",
               NotImplementedError)
     if quant_mode == "pertensor" and group_index is not None:
         _fail(op, "group_index with quant_mode='pertensor' is not defined")
-    return _smoothed(op, x, smooth_scales, group_index), _reduce_dims(op, x, quant_mode)
+    return _smoothed(op, x, smooth_scales, group_index), _reduce_dims(op, x, quant_mode), kind
+
+
+def _levels_out(levels, kind):
+    """Integer-valued float32 levels saturated to the output: int8, or int4 packed 8 per int32."""
+    bounds = _DYNAMIC[kind]
+    clamped = levels.clamp(bounds["low"], bounds["high"]).to(torch.int8)
+    return clamped if kind == "int8" else pack_int4(clamped)
 
 
 def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=None,  # noqa: A002 (schema name)
                       quant_mode="pertoken", dst_type_max=0.0):
-    """Symmetric, per token (or tensor): f = 127 / max|x·s|, y = rint(x·s · f), scale = 1 / f (the A2/A3
-    default kernel, dynamic_quant.h; its other tilings write max · float32(1/127), within an ulp)."""
+    """Symmetric, per token (or tensor): f = C / max|x·s| (C 127 int8, 7 int4), y = rint(x·s · f), scale = 1 / f
+    (the A2/A3 default kernel, dynamic_quant.h; its other tilings write max · float32(1/C), within an ulp)."""
     op = "npu_dynamic_quant"
-    wide, dims = _dynamic_common(op, input, smooth_scales, group_index, dst_type, quant_mode, dst_type_max)
+    wide, dims, kind = _dynamic_common(op, input, smooth_scales, group_index, dst_type, quant_mode, dst_type_max)
     absmax = wide.abs().amax(dim=dims, keepdim=True)
     if bool((absmax == 0).any()):
-        _fail(op, "a token (row) of zeros: CANN computes 127 / 0 and 0 * inf for it, which its docs leave "
+        _fail(op, "a token (row) of zeros: CANN computes C / 0 and 0 * inf for it, which its docs leave "
                   "undefined; the simulator refuses it")
-    factor = 127.0 / absmax
-    y = saturate(torch.round(wide * factor), torch.int8)
-    scale = 1.0 / factor
+    factor = torch.tensor(_DYNAMIC[kind]["C"]) / absmax   # a 0-d tensor: torch turns `float / tensor` into a
+    y = _levels_out(torch.round(wide * factor), kind)      # reciprocal product, not IEEE division
+    scale = torch.tensor(1.0) / factor
     return y, (scale.squeeze(-1) if quant_mode == "pertoken" else scale.reshape(1))
 
 
 def npu_dynamic_quant_asymmetric(input, *, smooth_scales=None, group_index=None,  # noqa: A002 (schema name)
                                  dst_type=None, quant_mode="pertoken", dst_type_max=0.0):
-    """Asymmetric: scale = max((max - min) / 255, 1e-12), offset = 127 - max / scale,
-    y = rint(x·s · (1 / scale) + offset), saturated to int8."""
+    """Asymmetric: scale = max((max - min) / R, 1e-12), offset = O - max / scale, y = rint(x·s · (1 / scale) +
+    offset), saturated (int8: R 255, O 127; int4: R 15, O 7, packed 8 per int32)."""
     op = "npu_dynamic_quant_asymmetric"
-    wide, dims = _dynamic_common(op, input, smooth_scales, group_index, dst_type, quant_mode, dst_type_max)
+    wide, dims, kind = _dynamic_common(op, input, smooth_scales, group_index, dst_type, quant_mode, dst_type_max)
     high, low = wide.amax(dim=dims, keepdim=True), wide.amin(dim=dims, keepdim=True)
-    scale = torch.clamp_min((high - low) / 255.0, 1e-12)
-    offset = 127.0 - high / scale
-    y = saturate(torch.round(wide * (1.0 / scale) + offset), torch.int8)
+    scale = torch.clamp_min((high - low) / _DYNAMIC[kind]["R"], 1e-12)
+    offset = _DYNAMIC[kind]["O"] - high / scale
+    y = _levels_out(torch.round(wide * (torch.tensor(1.0) / scale) + offset), kind)
     if quant_mode == "pertoken":
         return y, scale.squeeze(-1), offset.squeeze(-1)
     return y, scale.reshape(1), offset.reshape(1)

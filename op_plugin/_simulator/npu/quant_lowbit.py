@@ -115,7 +115,7 @@ def npu_rotate_quant(x, rotation, *, alpha=None, dst_dtype=None, axis=-1, round_
     if (peaks == 0).any():
         _fail(op, "a row of x @ rotation is all zeros: CANN divides by its max (0), undefined")
     levels = torch.round(blocks * (torch.tensor(top) / peaks)[:, None])
-    scale = peaks * (1.0 / torch.tensor(top))
+    scale = peaks * (torch.tensor(1.0) / torch.tensor(top))   # 0-d tensors: IEEE division
     if kind == "int8":
         return levels.clamp(-128, 127).to(torch.int8), scale
     return pack_int4(saturate_int4(levels)), scale

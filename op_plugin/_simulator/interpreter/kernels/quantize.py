@@ -13,7 +13,8 @@ op_plugin's torch_npu reference kernels, so a compiled graph is checked against 
   bias, scale and per-token scale in float32 and rounds once to the output dtype; an int64 scale is
   the FP19 TransQuantParam packs (top 19 bits of the float32), CANN's dtype combinations are enforced.
 
-Outputs CANN defines in int4, fp8, hifloat8 or MX formats, int8/int32 matmul outputs (rounded in the
+DynamicQuant(V2) also write DT_INT4 (7 / 15 / 7 for 127 / 255 / 127; TorchAir packs it 8 per int32); other
+outputs CANN defines in int4, fp8, hifloat8 or MX formats, int8/int32 matmul outputs (rounded in the
 cube's fixpipe, undocumented) and rows of zeros in symmetric DynamicQuant (127 / 0) are refused.
 DynamicQuantV2 and WeightQuantBatchMatmulV2 take their prototypes from ops-nn's ``op_graph``
 ``*_proto.h``: the pinned TorchAir's docstrings drop DynamicQuantV2's last three attrs and misspell
@@ -26,6 +27,7 @@ import torch
 from ...._ge.reg_op import parse_reg_ops
 from ..registry import ge_kernel, refuse
 from .common import attr_dtype
+from .quantize_lowbit import as_int4
 
 _HALF = (torch.float16, torch.bfloat16)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -96,35 +98,55 @@ def _smoothed(x, smooth_scales, group_index):
     return scaled.reshape(wide.shape)
 
 
-def _symmetric(wide, dims):
+# DT_INT8 / DT_INT4 -> the A2/A3 kernels' constants (dynamic_quant_base.h): symmetric C, asymmetric range R and
+# offset O; int4 results are DT_INT4 tensors (torch.int4, one per byte: kernels/quantize_lowbit.py)
+_DYNAMIC_OUT = {_GE_INT8: (127.0, 255.0, 127.0), _GE_INT4: (7.0, 15.0, 7.0)}
+
+
+def _dynamic_out(dst_type):
+    if int(dst_type) not in _DYNAMIC_OUT:
+        refuse(f"dst_type={dst_type}: only DT_INT8 and DT_INT4 outputs are simulated (fp8/hifloat8 are Ascend 950 "
+               "formats)")
+    return int(dst_type)
+
+
+def _saturated(levels, dst_type):
+    if dst_type == _GE_INT4:
+        return as_int4(levels.clamp(-8, 7))
+    return _to_int(levels, torch.int8)
+
+
+def _symmetric(wide, dims, dst_type):
     absmax = wide.abs().amax(dim=dims, keepdim=True)
     if bool((absmax == 0).any()):
-        refuse("a row of zeros: the kernel's 127 / rowmax is inf and 0 * inf is not defined by CANN")
-    factor = 127.0 / absmax   # dynamic_quant.h: Div(127, max), x * that, scale written as 1 / that
-    return _to_int(torch.round(wide * factor), torch.int8), 1.0 / factor
+        refuse("a row of zeros: the kernel's C / rowmax is inf and 0 * inf is not defined by CANN")
+    factor = torch.tensor(_DYNAMIC_OUT[dst_type][0]) / absmax   # dynamic_quant.h: Div(C, max), x * that, scale
+    one = torch.tensor(1.0)   # written as 1 / that; 0-d tensors: torch makes `float / tensor` a reciprocal product
+    return _saturated(torch.round(wide * factor), dst_type), one / factor
 
 
-def _asymmetric(wide, dims):
+def _asymmetric(wide, dims, dst_type):
+    _, span, base = _DYNAMIC_OUT[dst_type]
     high, low = wide.amax(dim=dims, keepdim=True), wide.amin(dim=dims, keepdim=True)
-    scale = torch.clamp_min((high - low) / 255.0, 1e-12)
-    offset = 127.0 - high / scale
-    return _to_int(torch.round(wide * (1.0 / scale) + offset), torch.int8), scale, offset
+    scale = torch.clamp_min((high - low) / span, 1e-12)
+    offset = base - high / scale
+    return _saturated(torch.round(wide * (torch.tensor(1.0) / scale) + offset), dst_type), scale, offset
 
 
 @ge_kernel("DynamicQuant", accepts={"x": _HALF, "smooth_scales": _HALF})
 def dynamic_quant(x, smooth_scales, group_index, *, dst_type):
-    """Per-token symmetric: scale = rowmax|x·s| / 127, y = rint(x·s · 127 / rowmax|x·s|)."""
-    _only_int8("dst_type", dst_type)
-    y, scale = _symmetric(_smoothed(x, smooth_scales, group_index), (-1,))
+    """Per-token symmetric: scale = rowmax|x·s| / C, y = rint(x·s · C / rowmax|x·s|) (C 127 int8, 7 int4)."""
+    y, scale = _symmetric(_smoothed(x, smooth_scales, group_index), (-1,), _dynamic_out(dst_type))
     return y, scale.squeeze(-1)
 
 
 @ge_kernel("DynamicQuantV2", prototype=_PROTOTYPES["DynamicQuantV2"], accepts={"x": _HALF, "smooth_scales": _HALF})
 def dynamic_quant_v2(x, smooth_scales, group_index, *, dst_type, is_symmetrical, quant_mode, dst_type_max):
-    """Per-token or per-tensor; symmetric as DynamicQuant, or asymmetric: scale = max((max - min) / 255,
-    1e-12), offset = 127 - max / scale, y = rint(x·s · (1 / scale) + offset). The offset output of a
-    symmetric run is not documented: zeros here (TorchAir's npu_dynamic_quant lowering never reads it)."""
-    _only_int8("dst_type", dst_type)
+    """Per-token or per-tensor; symmetric as DynamicQuant, or asymmetric: scale = max((max - min) / R,
+    1e-12), offset = O - max / scale, y = rint(x·s · (1 / scale) + offset) (int8 R 255, O 127; int4 R 15, O 7).
+    The offset output of a symmetric run is not documented: zeros here (TorchAir's npu_dynamic_quant lowering
+    never reads it)."""
+    dst_type = _dynamic_out(dst_type)
     if dst_type_max:
         refuse(f"dst_type_max={dst_type_max} applies to fp8/hifloat8 outputs, which are not simulated")
     if quant_mode not in ("pertoken", "pertensor"):
@@ -134,10 +156,10 @@ def dynamic_quant_v2(x, smooth_scales, group_index, *, dst_type, is_symmetrical,
     wide = _smoothed(x, smooth_scales, group_index)
     dims = (-1,) if quant_mode == "pertoken" else tuple(range(x.dim()))
     if is_symmetrical:
-        y, scale = _symmetric(wide, dims)
+        y, scale = _symmetric(wide, dims, dst_type)
         offset = torch.zeros_like(scale)
     else:
-        y, scale, offset = _asymmetric(wide, dims)
+        y, scale, offset = _asymmetric(wide, dims, dst_type)
     if quant_mode == "pertoken":
         return y, scale.squeeze(-1), offset.squeeze(-1)
     return y, scale.reshape(1), offset.reshape(1)
