@@ -166,6 +166,10 @@ VALID = {
                                    _r(2, 2, 32, dtype=F16), torch.rand(32) + 0.5), {}),
     "npu_quant_scatter_": lambda: ((torch.zeros(2, 8, 32, dtype=torch.int8), torch.tensor([1, 5], dtype=I32),
                                     _r(2, 2, 32, dtype=F16), torch.rand(32) + 0.5), {}),
+    "attention_worker_scheduler": lambda: ((torch.zeros(1024, dtype=torch.int8),), {}),
+    "attention_worker_scheduler_": lambda: ((torch.zeros(1024, dtype=torch.int8),), {}),
+    "ffn_worker_scheduler": lambda: ((torch.zeros(1024, dtype=torch.int8),), {"sync_group_size": 1}),
+    "ffn_worker_scheduler_": lambda: ((torch.zeros(1024, dtype=torch.int8),), {"sync_group_size": 1}),
 }
 # MC2 and MoE-distribute ops need a process group (hcom); their hostile cases belong with tests/distributed/test_mc2.py.
 NEEDS_PROCESS_GROUP = ("npu_mm_all_reduce_base", "npu_all_gather_base_mm", "npu_mm_reduce_scatter_base",
