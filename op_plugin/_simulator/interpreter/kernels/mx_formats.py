@@ -189,3 +189,29 @@ def element_output(values: torch.Tensor, fmt: ElementFormat) -> torch.Tensor:
     if fmt.torch_dtype is not None:
         return values.float().to(fmt.torch_dtype)  # exact: the values are on the grid
     return fp4_codes(values, fmt)
+
+
+def bitcast_fp4(x: torch.Tensor, dtype: torch.dtype, keep_dim: bool) -> torch.Tensor:
+    """GE Bitcast to or from DT_FLOAT4_E2M1 (carried one code per byte): two codes per 8-bit element,
+    element 2i in the low nibble. keep_dim=False consumes (packing) or appends (unpacking) a last dim of 2;
+    keep_dim=True halves or doubles the last dim."""
+    carrier = torch.float4_e2m1fn_x2
+    if x.dtype == carrier and dtype == carrier:
+        return x.clone()
+    if x.dtype == carrier:
+        if dtype not in (torch.uint8, torch.int8):
+            refuse(f"Bitcast of DT_FLOAT4_E2M1 to {dtype}: only 8-bit targets are simulated")
+        codes = x.view(torch.uint8)
+        if not keep_dim:
+            if codes.dim() == 0 or codes.shape[-1] != 2:
+                refuse(f"x of shape {list(codes.shape)} must end in a dim of 2 to bitcast fp4 to {dtype}")
+            codes = codes.flatten(-2)
+        elif codes.dim() == 0 or codes.shape[-1] % 2:
+            refuse(f"keep_dim needs an even last dim to pack fp4; x has shape {list(codes.shape)}")
+        return pack_fp4(codes.contiguous()).view(dtype)
+    if x.element_size() != 1:
+        refuse(f"Bitcast of {x.dtype} to DT_FLOAT4_E2M1: only 8-bit sources are simulated")
+    codes = unpack_fp4(x.contiguous().view(torch.uint8))
+    if not keep_dim:
+        codes = codes.reshape(*x.shape, 2)
+    return codes.contiguous().view(carrier)

@@ -17,9 +17,29 @@ from __future__ import annotations
 
 import torch
 
+from ...._ge.reg_op import parse_reg_ops
+from ...._ge.values import TORCH_TO_GE
 from ..registry import ge_kernel, refuse
 from . import mx_formats as mx
 
+# ops-nn quant/dynamic_mx_quant/op_graph/dynamic_mx_quant_proto.h as CANN writes it: the attr is `blocksize`, the
+# name TorchAir's generated DynamicMxQuant writes on the node (its docstring says block_size, which no node has).
+_PROTOTYPES = parse_reg_ops('''
+"""REG_OP(DynamicMxQuant)
+    .INPUT(x, TensorType({DT_FLOAT16, DT_BF16, DT_FLOAT}))
+    .OUTPUT(y, TensorType({DT_FLOAT4_E2M1, DT_FLOAT4_E1M2, DT_FLOAT6_E3M2, DT_FLOAT6_E2M3, DT_FLOAT8_E4M3FN,
+                           DT_FLOAT8_E5M2}))
+    .OUTPUT(mxscale, TensorType({DT_FLOAT8_E8M0}))
+    .ATTR(axis, Int, -1)
+    .ATTR(round_mode, String, "rint")
+    .ATTR(dst_type, Int, DT_FLOAT4_E2M1)
+    .ATTR(blocksize, Int, 32)
+    .ATTR(scale_alg, Int, 0)
+    .ATTR(dst_type_max, Float, 0.0)
+    .ATTR(max_low_bound, Float, 0.0)
+    .OP_END_FACTORY_REG(DynamicMxQuant)
+"""
+''', {"DT_FLOAT4_E2M1": TORCH_TO_GE[torch.float4_e2m1fn_x2]})
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -116,11 +136,11 @@ def check_block_args(x, fmt, round_mode, scale_alg, dst_type_max):
     check_fp4_last_dim(x, fmt)
 
 
-@ge_kernel("DynamicMxQuant")
-def dynamic_mx_quant(x, *, axis, round_mode, dst_type, block_size, scale_alg, dst_type_max, max_low_bound):
+@ge_kernel("DynamicMxQuant", prototype=_PROTOTYPES["DynamicMxQuant"])
+def dynamic_mx_quant(x, *, axis, round_mode, dst_type, blocksize, scale_alg, dst_type_max, max_low_bound):
     fmt = mx.element_format("dst_type", dst_type)
-    check_dynamic_args(x, axis, fmt, round_mode, block_size, scale_alg, dst_type_max, max_low_bound)
-    y, codes = mx_along(x, axis, block_size, fmt, round_mode, scale_alg, max_low_bound)
+    check_dynamic_args(x, axis, fmt, round_mode, blocksize, scale_alg, dst_type_max, max_low_bound)
+    y, codes = mx_along(x, axis, blocksize, fmt, round_mode, scale_alg, max_low_bound)
     return as_ge(y, fmt), as_e8m0(codes)
 
 
