@@ -162,7 +162,12 @@ def init_routing(x, row_idx, expert_idx, *, active_num):
     rows, k = expert_idx.shape
     flat_rows = row_idx.reshape(-1).long()
     if not torch.equal(torch.sort(flat_rows).values, torch.arange(rows * k)):
-        refuse("row_idx is not a permutation of 0..N*K-1 (npu_moe_gating_top_k_softmax's row_idx)")
+        # CANN's formula expanded_row_idx[sorted_row_idx[i]] = i defines every output entry only for a
+        # permutation: a repeated value is written twice (which write wins is the kernel's order), a
+        # missing one never (the output buffer's old bytes), a negative or too large one outside it.
+        refuse("row_idx is not a permutation of 0..N*K-1 (npu_moe_gating_top_k_softmax's row_idx): CANN's "
+               "expanded_row_idx[sorted_row_idx[i]] = i then writes some entries twice or outside the output and "
+               "leaves others unwritten")
     sorted_expert, order = _stable_sort(expert_idx.reshape(-1).long())
     sorted_row = flat_rows[order]
     expanded_row_idx = torch.empty(rows * k, dtype=torch.int32)
