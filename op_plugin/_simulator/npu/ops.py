@@ -45,6 +45,7 @@ from . import collective_matmul as npu_ops_collective_matmul, quant as npu_ops_q
 from . import moe_distribute as npu_ops_moe_distribute, quant_lowbit as npu_ops_quant_lowbit
 from . import batch_norm_stats as npu_ops_batch_norm_stats, quant_scatter as npu_ops_quant_scatter
 from . import afd_scheduler as npu_ops_afd_scheduler
+from . import quant_mx as npu_ops_quant_mx
 from .checks import naming_errors
 from ..._base import wheel as install  # where the unpacked wheel is, and whether it is complete
 
@@ -57,6 +58,7 @@ _KERNEL_MODULES = (npu_ops_reference, npu_ops_attention, npu_ops_cache, npu_ops_
                    npu_ops_backward, npu_ops_collective_matmul, npu_ops_moe_distribute, npu_ops_quant_lowbit)
 _KERNEL_MODULES += (npu_ops_batch_norm_stats, npu_ops_quant_scatter)
 _KERNEL_MODULES += (npu_ops_afd_scheduler,)
+_KERNEL_MODULES += (npu_ops_quant_mx,)
 CPU_KERNELS = {name: kernel for module in _KERNEL_MODULES for name, kernel in module.KERNELS.items()}
 # Meta functions of ops whose Meta torch_npu writes in C++ (the wheel's Python has none), where a family
 # module defines one (``META``); used only when the wheel has no Meta for the op.
