@@ -288,3 +288,20 @@ def test_dynamic_quant_int4_against_a_loop(dtype):
 ])
 def test_dynamic_quant_int4_compiled(fn, ge_type):
     check_compiled(fn, (torch.randn(4, 5, 32, dtype=F16),), [ge_type, "Bitcast"])
+
+
+def test_quantize_int4_against_a_loop():
+    torch.manual_seed(3)
+    x, scales, offsets = torch.randn(3, 16) * 6, torch.rand(16) + 0.5, torch.randn(16)
+    y = npu.npu_quantize(x, scales, offsets, torch.quint4x2, -1, False)
+    want = [_pack_loop([min(max(int(np.rint(np.float32(np.float32(v * s) + o))), -8), 7)
+                        for v, s, o in zip(row, scales.numpy(), offsets.numpy(), strict=True)])
+            for row in x.numpy()]
+    assert y.dtype == torch.int32 and y.tolist() == want
+
+
+@pytest.mark.usefixtures("torchair")
+def test_quantize_int4_compiled():
+    args = (torch.randn(4, 32, dtype=BF16) * 9, torch.rand(32, dtype=BF16) + 0.5, torch.randn(32, dtype=BF16))
+    check_compiled(lambda x, s, o: npu.npu_quantize(x, s, o, torch.quint4x2, -1, False), args,
+                   ["AscendQuantV2", "Bitcast"])

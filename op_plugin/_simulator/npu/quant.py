@@ -190,11 +190,16 @@ def _per_axis(op, what, tensor, x, axis):
 
 def npu_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
     """div_mode: y = rint(x / scales + zero_points) (CANN Quantize); else y = rint(x * scales +
-    zero_points) (AscendQuantV2, axis -1 or -2); saturated to the output dtype."""
+    zero_points) (AscendQuantV2, axis -1 or -2); saturated to the output dtype (torch.quint4x2, div_mode=False
+    only: to [-8, 7], packed 8 per int32)."""
     op = "npu_quantize"
     if self.dtype not in _FLOATS:
         _fail(op, f"input has dtype {self.dtype}; torch_npu takes float32, float16, bfloat16", TypeError)
-    out = _int_out(op, "dtype", scalar_dtype(op, "dtype", dtype, torch.int8))
+    int4 = dtype in (16, torch.quint4x2)
+    if int4 and (div_mode or self.dim() == 0 or self.shape[-1] % 8):
+        _fail(op, "dtype=torch.quint4x2 takes div_mode=False and an input whose last dim is a multiple of 8 "
+                  f"(torch_npu's doc); got div_mode={div_mode}, shape {tuple(self.shape)}")
+    out = torch.int8 if int4 else _int_out(op, "dtype", scalar_dtype(op, "dtype", dtype, torch.int8))
     if not div_mode:
         if out != torch.int8:
             _fail(op, f"dtype={out} with div_mode=False: torch_npu takes torch.qint8 (or quint4x2)")
@@ -210,6 +215,8 @@ def npu_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
     result = wide / scale if div_mode else wide * scale
     if zero_points is not None:
         result = result + _per_axis(op, "zero_points", zero_points, self, axis).float()
+    if int4:
+        return pack_int4(torch.round(result).clamp(-8, 7).to(torch.int8))
     return saturate(torch.round(result), out)
 
 

@@ -76,13 +76,6 @@ def _to_int(values, dtype):
     return values.double().clamp(low, high).to(dtype)   # float64: int32's bounds are not float32 values
 
 
-def _only_int8(what, number):
-    if int(number) == _GE_INT4:
-        refuse(f"{what}=DT_INT4: int4 outputs (packed 8 to an int32 by the graph) are not simulated")
-    if int(number) != _GE_INT8:
-        refuse(f"{what}={number}: only DT_INT8 outputs are simulated (fp8/hifloat8 are Ascend 950 formats)")
-
-
 def _smoothed(x, smooth_scales, group_index):
     wide = x.float()
     if smooth_scales is None:
@@ -103,7 +96,7 @@ def _smoothed(x, smooth_scales, group_index):
 _DYNAMIC_OUT = {_GE_INT8: (127.0, 255.0, 127.0), _GE_INT4: (7.0, 15.0, 7.0)}
 
 
-def _dynamic_out(dst_type):
+def _int8_or_int4(dst_type):
     if int(dst_type) not in _DYNAMIC_OUT:
         refuse(f"dst_type={dst_type}: only DT_INT8 and DT_INT4 outputs are simulated (fp8/hifloat8 are Ascend 950 "
                "formats)")
@@ -136,7 +129,7 @@ def _asymmetric(wide, dims, dst_type):
 @ge_kernel("DynamicQuant", accepts={"x": _HALF, "smooth_scales": _HALF})
 def dynamic_quant(x, smooth_scales, group_index, *, dst_type):
     """Per-token symmetric: scale = rowmax|x·s| / C, y = rint(x·s · C / rowmax|x·s|) (C 127 int8, 7 int4)."""
-    y, scale = _symmetric(_smoothed(x, smooth_scales, group_index), (-1,), _dynamic_out(dst_type))
+    y, scale = _symmetric(_smoothed(x, smooth_scales, group_index), (-1,), _int8_or_int4(dst_type))
     return y, scale.squeeze(-1)
 
 
@@ -146,7 +139,7 @@ def dynamic_quant_v2(x, smooth_scales, group_index, *, dst_type, is_symmetrical,
     1e-12), offset = O - max / scale, y = rint(x·s · (1 / scale) + offset) (int8 R 255, O 127; int4 R 15, O 7).
     The offset output of a symmetric run is not documented: zeros here (TorchAir's npu_dynamic_quant lowering
     never reads it)."""
-    dst_type = _dynamic_out(dst_type)
+    dst_type = _int8_or_int4(dst_type)
     if dst_type_max:
         refuse(f"dst_type_max={dst_type_max} applies to fp8/hifloat8 outputs, which are not simulated")
     if quant_mode not in ("pertoken", "pertensor"):
@@ -182,8 +175,9 @@ _ROUNDING = {"round": torch.round, "floor": torch.floor, "ceil": torch.ceil, "tr
 @ge_kernel("AscendQuantV2", accepts={"x": _FLOATS, "scale": _FLOATS, "offset": _FLOATS})
 def ascend_quant_v2(x, scale, offset, *, sqrt_mode, round_mode, dst_type, axis):
     """y = cast(x * scale [* scale] + offset): round_mode "round" is half to even (CAST_RINT in the A2
-    kernel), floor/ceil/trunc as named; saturated to int8; axis -1 or -2 (the last two dims)."""
-    _only_int8("dst_type", dst_type)
+    kernel), floor/ceil/trunc as named; saturated to int8, or to int4 (the A2 kernel: rounded to int32, then
+    half, then int4; DT_INT4 is packed 8 per int32 by TorchAir's graph); axis -1 or -2 (the last two dims)."""
+    dst_type = _int8_or_int4(dst_type)
     if round_mode not in _ROUNDING:
         refuse(f"round_mode={round_mode!r} is not round, floor, ceil or trunc (hybrid is hifloat8 only)")
     if axis not in (-1, -2, x.dim() - 1, x.dim() - 2) or x.dim() < 1:
@@ -192,7 +186,7 @@ def ascend_quant_v2(x, scale, offset, *, sqrt_mode, round_mode, dst_type, axis):
     result = x.float() * wide_scale * (wide_scale if sqrt_mode else 1.0)
     if offset is not None:
         result = result + _along(offset, x, axis).float()
-    return _to_int(_ROUNDING[round_mode](result), torch.int8)
+    return _saturated(_ROUNDING[round_mode](result), dst_type)
 
 
 _QUANTIZE_OUT = {"torch.qint8": torch.int8, "torch.quint8": torch.uint8, "torch.qint32": torch.int32}
