@@ -11,7 +11,7 @@ import torch
 from op_plugin._simulator.interpreter.kernels.quantize_lowbit import fp8_saturating_rint
 from op_plugin._simulator.interpreter.kernels.quantize_lowbit import pack_int4 as ge_pack_int4
 from op_plugin._simulator.npu.formats import pack_int4, to_fp8, unpack_int4
-from op_plugin._testing_harness import assert_close, check_compiled
+from op_plugin._testing_harness import assert_close, check_compiled, check_dynamic_sizes
 
 E5M2, E4M3 = torch.float8_e5m2, torch.float8_e4m3fn
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -305,3 +305,11 @@ def test_quantize_int4_compiled():
     args = (torch.randn(4, 32, dtype=BF16) * 9, torch.rand(32, dtype=BF16) + 0.5, torch.randn(32, dtype=BF16))
     check_compiled(lambda x, s, o: npu.npu_quantize(x, s, o, torch.quint4x2, -1, False), args,
                    ["AscendQuantV2", "Bitcast"])
+
+
+@pytest.mark.usefixtures("torchair")
+def test_int4_and_fp8_outputs_with_dynamic_batch():
+    rotation, scale = torch.randn(32, 32, dtype=F16), torch.tensor([5.0])
+    check_dynamic_sizes(lambda a, r: npu.npu_rotate_quant(a, r, dst_dtype=16),
+                        [(torch.randn(n, 128, dtype=F16), rotation) for n in (4, 7)])
+    check_dynamic_sizes(lambda a, s: npu.npu_quant_max(a, s), [(torch.randn(n, 64) * 9e3, scale) for n in (3, 9)])
