@@ -61,6 +61,12 @@ SEEDS = {  # GE type -> (inputs in prototype order, attrs): a valid node
                                     torch.rand(2, 1, 1, 8).to(F16), torch.tensor([1, 5]), _r(2, 4, 1, 8, dtype=F16),
                                     _r(2, 4, 1, 16, dtype=F16)], {"cache_mode": "PA"}),
     "PromptFlashAttention": lambda: ([_r(2, 3, 16, dtype=F16)] * 3, {"num_heads": 2, "num_key_value_heads": 2}),
+    "QuantUpdateScatter": lambda: ([torch.zeros(2, 8, 32, dtype=I8), torch.tensor([1, 5], dtype=I32),
+                                    _r(2, 2, 32, dtype=F16), torch.rand(32) + 0.5, None], {"reduce": "update"}),
+    "RmsNormGradQuant": lambda: ([_r(2, 8, dtype=F16), _r(2, 8, dtype=F16), torch.rand(2) + 0.5, torch.rand(8).to(F16),
+                                  torch.rand(1) + 0.1, None], {}),
+    "SyncBatchNormGatherStats": lambda: ([_r(2, 3), torch.rand(2, 3) + 2, torch.tensor([8, 8], dtype=I32),
+                                          torch.zeros(3), torch.ones(3)], {}),
 }
 
 
