@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from op_plugin._simulator.npu import ops as npu_ops
-from op_plugin._testing_harness import Npugraph, check_compiled, run_node
+from op_plugin._testing_harness import Npugraph, check_compiled, check_dynamic_sizes, run_node
 
 npu = torch.ops.npu
 pytestmark = pytest.mark.usefixtures("torchair")
@@ -118,3 +118,13 @@ def test_quant_scatter_refusals():
         run_node("QuantUpdateScatter", [var, torch.tensor([5, -2], dtype=torch.int32), updates, scales, None],
                  [(torch.int8, [2, 8, 32])], reduce="update", name="quant_write")
     assert "quant_write" in str(error.value)
+
+
+def test_quant_scatter_compiled_dynamic_batch():
+    def make(rows):
+        return (torch.zeros(rows, 6, 32, dtype=torch.int8), torch.arange(rows, dtype=torch.int32) % 5,
+                torch.randn(rows, 1, 32).half() * 20, torch.rand(32) + 0.3)
+
+    runs = check_dynamic_sizes(lambda v, i, u, s: npu.npu_quant_scatter(v, i, u, s) + 0,
+                               [make(2), make(3), make(5)], kind="npu_ops")
+    assert "QuantUpdateScatter" in runs[0].ge_types
