@@ -14,7 +14,8 @@ pytestmark = pytest.mark.usefixtures("torchair")
 
 
 def _oracle(var, indices, updates, scales, zero_points, axis):
-    """Element by element: q = updates / scale (+ zero point) in float32, rint, saturate; then the slice
+    """Element by element: q = updates / scale (+ zero point) in float32, rint and saturate to int8, or
+    clamp to the fp8 format's largest (448 / 57344) before torch's round-to-nearest-even cast; then the slice
     of updates' row i lands at var[i or idx[i][0], ..., start + k, ...]."""
     out = var.clone().numpy() if var.dtype == torch.int8 else var.float().clone().numpy()
     u = updates.float().numpy()
@@ -28,6 +29,9 @@ def _oracle(var, indices, updates, scales, zero_points, axis):
             value = np.float32(value + np.float32(z[pos[-1]]))
         if var.dtype == torch.int8:
             value = min(max(np.rint(value), -128), 127)
+        else:
+            largest = 448.0 if var.dtype == torch.float8_e4m3fn else 57344.0
+            value = min(max(value, -largest), largest)
         row, start = (pos[0], idx[pos[0]]) if indices.dim() == 1 else idx[pos[0]]
         dest = list(pos)
         dest[0], dest[axis] = row, start + pos[axis]
@@ -95,8 +99,9 @@ def test_quant_scatter_float8_var():
     var = torch.zeros(2, 4, 32).to(torch.float8_e4m3fn)
     indices, updates = torch.tensor([1, 3], dtype=torch.int32), torch.randn(2, 1, 32).half() * 50
     scales = torch.rand(32) + 0.1
+    updates[0, 0, 0] = 1000.0   # past float8_e4m3fn's largest: the kernel's SAT cast saturates
     got = npu.npu_quant_scatter(var, indices, updates, scales, dst_type=24)
-    assert got.dtype == torch.float8_e4m3fn
+    assert got.dtype == torch.float8_e4m3fn and float(got.float().abs().max()) == 448.0  # saturated, not NaN
     assert torch.equal(got.view(torch.uint8), _oracle(var, indices, updates, scales, None, -2).view(torch.uint8))
 
 

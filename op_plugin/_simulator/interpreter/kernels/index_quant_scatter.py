@@ -6,8 +6,11 @@ From CANN's README, aclnnInplaceQuantScatter(V2).md and the op's golden (``tests
 
 * ``q = updates / quant_scales (+ quant_zero_points)`` in float32, the scales and zero points one per
   element of updates' last axis (quant_axis must be that axis); int8 var: rounded half to even and
-  saturated to [-128, 127] (round_mode "rint"); float8_e4m3fn / float8_e5m2 var: rounded to nearest even
-  by the cast (NaN / inf past the format's range, as the golden's ml_dtypes cast); hifloat8 (round modes
+  saturated to [-128, 127] (round_mode "rint"; the golden's np.round + clip: the arch35 kernel's int8 casts
+  are NO_SAT, and what its hardware then does past int8's range is not documented); float8_e4m3fn /
+  float8_e5m2 var: the arch35 kernel's SAT + CAST_RINT cast with saturating overflow mode
+  (``quant_update_scatter_base.h``): half to even, past the largest value (and inf) the largest, NaN 0 (the
+  golden's ml_dtypes cast would give NaN / inf there; the kernel is what runs); hifloat8 (round modes
   "round" / "hybrid") has no CPU dtype and is refused.
 * 1-D indices (B,): ``var[i, ..., idx[i] : idx[i] + U, ...] = q[i]`` with U = updates.shape[axis], for each
   i < B = updates.shape[0]; 2-D indices (B, 2): ``var[idx[i][0], ..., idx[i][1] : idx[i][1] + U, ...] = q[i]``.
@@ -24,9 +27,11 @@ import torch
 
 from ..registry import ge_kernel, refuse
 from .common import opmath, require_dtype
+from .quantize_lowbit import fp8_saturating_rint
 
 _VARS = (torch.int8, torch.float8_e4m3fn, torch.float8_e5m2)
 _UPDATES = (torch.float16, torch.float32, torch.bfloat16)
+_GE_FP8 = {torch.float8_e5m2: 35, torch.float8_e4m3fn: 36}   # GE's DT_FLOAT8_E5M2 / DT_FLOAT8_E4M3FN
 
 
 def _quantised(updates, quant_scales, quant_zero_points, var_dtype, round_mode):
@@ -43,7 +48,7 @@ def _quantised(updates, quant_scales, quant_zero_points, var_dtype, round_mode):
         if bool(torch.isnan(values).any()):
             refuse("updates / quant_scales is NaN somewhere: its int8 value is not defined by CANN")
         return torch.round(values).clamp(-128, 127).to(torch.int8)
-    return values.to(var_dtype)
+    return fp8_saturating_rint(values, _GE_FP8[var_dtype])
 
 
 def _slices(var, indices, updates, axis):
