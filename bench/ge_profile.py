@@ -3,11 +3,12 @@
 For BERT, T5's encoder, ResNet and EfficientNet (the zoo's small configs, batch 2) and the BERT-layer
 example, in one fresh process per model (one intra-op thread):
 
-* steady call: eager, npugraph running the plan's generated straight-line program (executor/program.py),
-  and npugraph walking the plan's steps one by one as the executor did before the program (reproduced
+* steady call: eager, npugraph running the plan's generated straight-line program (executor/program.py)
+  with the nodes' fast calls (interpreter/fast_calls), the same program calling every node's kernel, and
+  npugraph walking the plan's steps one by one as the executor did before the program (reproduced
   here as `_step_walk`), timed in alternating rounds; medians, ratios against eager from the same rounds;
-* per GE type: the summed wall time of that type's kernels in one call (a perf_counter around each
-  bound kernel; the timer adds ~0.3 us per node), next to eager's aten ops in one call
+* per GE type: the summed CPU time of that type's kernels (or fast calls) in one call (the calling
+  thread's CPU time around each, so other processes' load barely shows; the timer adds ~0.5 us per node), next to eager's aten ops in one call
   (torch.profiler self CPU time per op, divided by the calls) and the simulator's aten ops under the
   same profiler: an aten op the simulator calls more often than eager, or a copy/cast eager does not
   make, is a kernel slower than its eager counterpart.
@@ -28,15 +29,19 @@ FULL = {"models": [("bert", 2, 12), ("t5_encoder", 2, 12), ("resnet", 2, 0), ("e
         "warmup": 5, "rounds": 15, "calls_per_round": 4, "profile_calls": 20, "top": 12}
 QUICK = {"models": [("example:bert_layer", 2, 7)], "warmup": 1, "rounds": 2, "calls_per_round": 2,
          "profile_calls": 2, "top": 5}
-MODES = ("eager", "program", "step_walk")
+MODES = ("eager", "program", "kernels", "step_walk")
 
 
-def _step_walk(plan):
+def _step_walk(plan, folded: dict):
     """The executor's verified call before the generated program: walk the steps, build each
     node's arg list, call its bound kernel (dtype rules checked), store and free slots."""
     from op_plugin._simulator.interpreter.executor.plan import GeExecutionError, kernel_failure
 
-    def walk(values, inputs):
+    def walk(inputs):
+        values = plan._template.copy()
+        plan._data_value(inputs, values)
+        for slot, value in folded.items():
+            values[slot] = value
         for step in plan._unfolded_steps:
             try:
                 outputs = step.kernel([values[slot] for slot in step.arg_slots])
@@ -50,7 +55,7 @@ def _step_walk(plan):
                 values[slot] = outputs[index]
             for slot in step.free_after:
                 values[slot] = None
-        return values
+        return [values[slot] for slot in plan._output_step.arg_slots]
 
     return walk
 
@@ -60,7 +65,7 @@ def child(payload: dict) -> dict:
 
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(payload.get("threads", 1))
     import op_plugin  # noqa: F401
     from op_plugin._simulator import load_torchair
     from op_plugin._simulator.interpreter.binding import BoundKernel
@@ -70,12 +75,11 @@ def child(payload: dict) -> dict:
     from .zoo_steady import _load
 
     load_torchair()
-    plans = []
+    plans = {}  # plan -> the inputs of its latest call
     original_run = plan_module.GraphPlan.run
 
     def recording_run(self, inputs):
-        if self not in plans:
-            plans.append(self)
+        plans[self] = inputs
         return original_run(self, inputs)
 
     plan_module.GraphPlan.run = recording_run
@@ -87,12 +91,18 @@ def child(payload: dict) -> dict:
         for _ in range(payload["warmup"]):
             call["eager"]()
             call["npugraph"]()
-        programs = {p: p._program or build_program(p) for p in plans}
-        walks = {p: _step_walk(p) for p in plans}
+        # per plan and signature: the program (fast calls), the program calling every kernel, the step walk
+        variants = {}
+        for p, inputs in plans.items():
+            for signature, verified in p._verified.items():
+                variants[p, signature] = {
+                    "program": verified,
+                    "kernels": verified._replace(program=build_program(p, inputs, verified.folded)),
+                    "step_walk": verified._replace(program=_step_walk(p, verified.folded))}
 
         def use(which):
-            for p in plans:
-                p._program = programs[p] if which == "program" else walks[p]
+            for (p, signature), variant in variants.items():
+                p._verified[signature] = variant[which]
 
         times = {m: [] for m in MODES}
         cpu = {m: [] for m in MODES}
@@ -107,18 +117,19 @@ def child(payload: dict) -> dict:
                     cpu[mode].append(time.thread_time() - cpu_start)
                     times[mode].append(perf() - start)
         use("program")
+        fast_nodes = sum(len(v["program"].fast) for v in variants.values())
 
-        # per GE type: wrap every unfolded step's kernel with a timer, rebuild the programs
+        # per GE type: wrap every unfolded step's kernel (or fast call) with a timer, rebuild the programs
         per_type: dict[str, float] = {}
         nodes: dict[str, int] = {}
 
         def timed(fn, op_type):
             def wrapper(*a, **k):
-                start = perf()
+                start = time.thread_time()
                 try:
                     return fn(*a, **k)
                 finally:
-                    per_type[op_type] = per_type.get(op_type, 0.0) + perf() - start
+                    per_type[op_type] = per_type.get(op_type, 0.0) + time.thread_time() - start
             return wrapper
 
         for p in plans:
@@ -131,7 +142,10 @@ def child(payload: dict) -> dict:
                 else:
                     wrapped = timed(kernel, step.op.type)
                 step.kernel = wrapped
-            p._program = build_program(p)
+        for (p, signature), variant in variants.items():
+            verified = variant["program"]
+            fast = {step: timed(fn, step.op.type) for step, fn in verified.fast.items()}
+            p._verified[signature] = verified._replace(program=build_program(p, plans[p], verified.folded, fast))
         calls = payload["profile_calls"]
         call["npugraph"]()
         per_type.clear()
@@ -145,7 +159,7 @@ def child(payload: dict) -> dict:
                     call[mode]()
             aten[mode] = {e.key: [e.self_cpu_time_total / calls, e.count / calls] for e in prof.key_averages()
                           if e.key.startswith("aten::")}
-    return {"times": times, "cpu": cpu, "ge_us": ge_us, "nodes": nodes, "aten": aten}
+    return {"times": times, "cpu": cpu, "ge_us": ge_us, "nodes": nodes, "aten": aten, "fast_nodes": fast_nodes}
 
 
 def run(quick: bool = False) -> dict:
@@ -160,12 +174,13 @@ def run(quick: bool = False) -> dict:
             med = {m: median(out[clock][m]) for m in MODES}
             label = "wall" if clock == "times" else "CPU"
             figures[f"program_vs_eager.{label}.{name}"] = med["program"] / med["eager"]
+            figures[f"kernels_vs_eager.{label}.{name}"] = med["kernels"] / med["eager"]
             figures[f"step_walk_vs_eager.{label}.{name}"] = med["step_walk"] / med["eager"]
-            speed_rows.append([name, label, med["eager"] * 1e3, med["program"] * 1e3, med["step_walk"] * 1e3,
-                               med["program"] / med["eager"], med["step_walk"] / med["eager"],
-                               med["program"] / med["step_walk"]])
+            speed_rows.append([name, label, out["fast_nodes"], med["eager"] * 1e3, med["program"] * 1e3,
+                               med["kernels"] * 1e3, med["step_walk"] * 1e3, med["program"] / med["eager"],
+                               med["kernels"] / med["eager"], med["step_walk"] / med["eager"]])
         ge_rows = sorted(out["ge_us"].items(), key=lambda kv: -kv[1])[:cfg["top"]]
-        tables.append({"title": f"{name}: GE types by kernel time per call (us), all nodes of the type",
+        tables.append({"title": f"{name}: GE types by kernel CPU time per call (us), all nodes of the type",
                        "columns": ["GE type", "nodes", "kernel us per call", "us per node"],
                        "rows": [[t, out["nodes"].get(t, 0), us, us / max(out["nodes"].get(t, 1), 1)]
                                 for t, us in ge_rows]})
@@ -177,12 +192,15 @@ def run(quick: bool = False) -> dict:
                        "rows": [[k, eager.get(k, [0, 0])[0], eager.get(k, [0, 0])[1], sim.get(k, [0, 0])[0],
                                  sim.get(k, [0, 0])[1]] for k in keys[:cfg["top"]]]})
     tables.insert(0, {"title": "Steady call (median ms; ratios against eager measured in the same rounds)",
-                      "columns": ["model", "clock", "eager ms", "npugraph (program) ms", "npugraph (step walk) ms",
-                                  "program / eager", "step walk / eager", "program / step walk"],
+                      "columns": ["model", "clock", "nodes with a fast call", "eager ms", "npugraph (program) ms",
+                                  "npugraph (program, kernels only) ms", "npugraph (step walk) ms",
+                                  "program / eager", "kernels only / eager", "step walk / eager"],
                       "rows": speed_rows})
-    notes.append("One fresh process per model, one intra-op thread; eager, program and step walk alternate in "
-                 "rounds, so the ratios share the machine's load; the step walk is the pre-program executor loop "
-                 "reproduced in this script, on the same compiled graph.")
+    notes.append("One fresh process per model, one intra-op thread; eager, program, program with kernels only and "
+                 "step walk alternate in rounds, so the ratios share the machine's load. program: the generated "
+                 "program with the nodes' verified fast calls (interpreter/fast_calls); kernels only: the same "
+                 "program calling every node's kernel; step walk: the pre-program executor loop reproduced in this "
+                 "script. All three run the same compiled graph.")
     notes.append("clock: wall (perf_counter) and CPU (the calling thread's CPU time, time.thread_time, with one "
                  "intra-op thread: what the call computes, barely changed by other processes' load).")
     notes.append("Profiler times are inflated by the profiler and are for comparing ops, not calls.")

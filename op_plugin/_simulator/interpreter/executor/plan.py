@@ -48,6 +48,7 @@ from .checks import GeExecutionError, check_output, output_check
 from .folding import foldable_steps, is_ref_op, small_integer_data
 from .program import build_program
 from .fx_shapes import FxShapes, check_fx_shape
+from .verified import Verified, fast_call, fast_calls_enabled, fresh_output, specialiser_for
 
 
 class _Step:
@@ -56,7 +57,7 @@ class _Step:
     run's value list it reads its inputs and writes its outputs."""
 
     __slots__ = ("op", "inputs", "attrs", "kernel", "builtin", "const", "checks", "fx_shapes",
-                 "arg_slots", "out_slots", "free_after", "folded", "collective", "writes_inputs")
+                 "arg_slots", "out_slots", "free_after", "folded", "collective", "writes_inputs", "specialiser")
 
     def __init__(self, op, inputs, attrs):
         self.op = op
@@ -74,6 +75,7 @@ class _Step:
         self.folded = False  # outputs fixed by the input signature: computed once per signature
         self.collective = op.type in collectives.GROUP_COLLECTIVES  # its group's ranks agree on it first
         self.writes_inputs = ()  # (output index, graph input index): a ref op writing a Data node's buffer
+        self.specialiser = None  # (specialiser, value params) of its kernel's fast call (verified.specialiser_for)
 
 
 _UNFED = 0  # slot 0 always holds None
@@ -130,6 +132,7 @@ class GraphPlan:
                 entry = _kernel_for(op)
                 step.kernel = bind(entry, op, step.attrs)
                 step.builtin = entry.builtin
+                step.specialiser = specialiser_for(step, entry)
             if op.type == "NetOutput":
                 if self.outputs is not None:
                     raise GeExecutionError(f"GE graph {self.name!r} has more than one NetOutput")
@@ -147,6 +150,7 @@ class GraphPlan:
         # GE gives every output its own buffer; the Consts live as long as the plan.
         self.kept_storages = {step.const.untyped_storage().data_ptr() for step in self.steps
                               if step.const is not None and step.const.numel() > 0}
+        self._kept_ids = frozenset(id(step.const) for step in self.steps if step.const is not None)
         self.output_dtypes = (list(graph_def.attr["_output_dtypes"].list.i) if "_output_dtypes" in graph_def.attr
                               else None)
         self._assign_slots()
@@ -155,7 +159,7 @@ class GraphPlan:
         self._verified = None if self._check_every_call() else collections.OrderedDict()
         # Until a run completes, each collective waits for its group's ranks to agree on it.
         self._agreement_pending = any(step.collective for step in self._kernel_steps)
-        self._program = None  # the verified call as generated code, built on the first verified call
+        self._program = None  # the generated program of the latest signature verified (for inspection)
 
     def _check_every_call(self) -> bool:
         if os.environ.get("OP_PLUGIN_CHECK_EVERY_CALL") == "1" or self.fx is None:
@@ -219,6 +223,9 @@ class GraphPlan:
         self._kernel_steps = [step for step in self.steps if step.kernel is not None]
         for position in foldable_steps(self.steps, small_data_slots):
             self.steps[position].folded = True
+        # Slots whose values the signature fixes: Consts, small integer inputs, folded nodes' outputs.
+        self._fixed_slots = small_data_slots | {slot for step in self.steps if step.const is not None or step.folded
+                                                for _, slot in step.out_slots}
         self._unfolded_steps = [step for step in self._kernel_steps if not step.folded]
         self._views_allowed = not any(is_ref_op(step.op) for step in self._kernel_steps)
         self._find_input_writes()
@@ -288,35 +295,39 @@ class GraphPlan:
             raise GeExecutionError(f"GE graph {self.name!r} has {self.num_data} Data nodes "
                                    f"but got {len(inputs)} inputs")
         signature = _signature(inputs) if self._verified is not None and not _observers else None
-        cached = self._verified.get(signature) if signature is not None else None
-        values = self._template.copy()
-        self._data_value(inputs, values, check=cached is None)  # a verified signature fixes them
         token = VIEWS_ALLOWED.set(self._views_allowed)
         try:
-            return self._run(values, inputs, signature, cached)
+            if signature is not None:
+                verified = self._verified.get(signature)
+                if verified is not None:  # its first call passed every check: the generated program
+                    self._verified.move_to_end(signature)
+                    return self._collect_outputs(verified.program(inputs), inputs, verified.storages, verified.ids)
+            return self._run_first(inputs, signature)
         finally:
             VIEWS_ALLOWED.reset(token)
 
-    def _run(self, values: list, inputs: list, signature, cached) -> list:
-        if cached is not None:
-            self._verified.move_to_end(signature)
-            folded_values, folded_storages = cached
-            for slot, value in folded_values.items():
-                values[slot] = value
-            self._run_verified(values, inputs)
-            return self._collect_outputs(values, inputs, folded_storages)
+    def _run_first(self, inputs: list, signature) -> list:
+        """A call that checks every node: each call where the plan checks every call, else the first
+        call of each signature, which then gets its program (with the fast calls found on this call)."""
+        values = self._template.copy()
+        self._data_value(inputs, values)
         folded_values = {}
-        self._run_checked(values, inputs, folded_values)
-        if signature is not None:
-            storages = {_storage(v) for v in folded_values.values() if isinstance(v, torch.Tensor) and v.numel() > 0}
-            self._verified[signature] = (folded_values, storages)
-            if len(self._verified) > _MAX_VERIFIED_SIGNATURES:
-                self._verified.popitem(last=False)
-            return self._collect_outputs(values, inputs, storages)
-        return self._collect_outputs(values, inputs)
+        fast = {} if signature is not None and fast_calls_enabled() else None
+        self._run_checked(values, inputs, folded_values, fast)
+        outs = [values[slot] for slot in self._output_step.arg_slots]
+        if signature is None:
+            return self._collect_outputs(outs, inputs)
+        storages = {_storage(v) for v in folded_values.values() if isinstance(v, torch.Tensor) and v.numel() > 0}
+        ids = frozenset(id(v) for v in folded_values.values())
+        self._program = build_program(self, inputs, folded_values, fast)
+        self._verified[signature] = Verified(self._program, storages, ids, folded_values, fast or {})
+        if len(self._verified) > _MAX_VERIFIED_SIGNATURES:
+            self._verified.popitem(last=False)
+        return self._collect_outputs(outs, inputs, storages, ids)
 
-    def _run_checked(self, values: list, inputs: list, folded_values: dict) -> None:
-        """Every kernel, every node check; the outputs of folded nodes go to `folded_values`."""
+    def _run_checked(self, values: list, inputs: list, folded_values: dict, fast: dict | None = None) -> None:
+        """Every kernel, every node check; the outputs of folded nodes go to `folded_values`, and the
+        verified fast calls of unfolded nodes to `fast` (step -> call) when it is a dict."""
         resolver = self.fx.resolver(inputs) if self.fx is not None else None
         observer = _observers[-1] if _observers else None
         agree = self._agreement_pending
@@ -325,6 +336,10 @@ class GraphPlan:
             if agree and step.collective:
                 collectives.agree(step.op, step.attrs, args)
             outputs = _run_kernel(step, args, resolver)
+            if fast is not None and step.specialiser is not None and not step.folded and not step.writes_inputs:
+                call = fast_call(step, args, outputs, self._fixed_slots)
+                if call is not None:
+                    fast[step] = call
             if step.writes_inputs:
                 self._write_inputs(step, outputs, inputs)
             for index, slot in step.out_slots:
@@ -341,14 +356,7 @@ class GraphPlan:
                 observer(self, step.op, outputs)
         self._agreement_pending = False
 
-    def _run_verified(self, values: list, inputs: list) -> None:
-        """A call whose signature's first call passed every node check: the unfolded kernels only
-        (the folded nodes' outputs are already in `values`), as straight-line code (`program`)."""
-        if self._program is None:
-            self._program = build_program(self)
-        self._program(values, inputs)
-
-    def _data_value(self, inputs: list, values: list, check: bool = True) -> None:
+    def _data_value(self, inputs: list, values: list) -> None:
         """Fill the Data slots from the graph inputs, each checked against its Data desc."""
         for data in self._data_inputs:
             tensor = inputs[data.index]
@@ -358,22 +366,27 @@ class GraphPlan:
                 # TorchAir's generated input code feeds a SymInt as `numpy.array([v])` to a Data
                 # declared as a scalar (its `_ValueInput.__call__` gives the 0-d value): same value.
                 tensor = tensor.reshape(())
-            if check and data.check is not None:
+            if data.check is not None:
                 check_output(tensor, data.check)
             if data.slot is not None:
                 values[data.slot] = tensor
 
-    def _collect_outputs(self, values: list, inputs: list, cached_storages: set = frozenset()) -> list:
+    def _collect_outputs(self, outs: list, inputs: list, cached_storages: set = frozenset(),
+                         cached_ids: frozenset = frozenset()) -> list:
         outputs = []
-        seen_storages = {_storage(t) for t in inputs if isinstance(t, torch.Tensor)}
-        seen_storages |= self.kept_storages | cached_storages
-        for slot, (where, check, expected) in zip(self._output_step.arg_slots, self._output_checks, strict=True):
-            tensor = values[slot].contiguous()
+        seen_storages = None  # built only when an output's buffer may be shared (verified.fresh_output)
+        kept_ids = self._kept_ids | cached_ids if cached_ids else self._kept_ids
+        for value, (where, check, expected) in zip(outs, self._output_checks, strict=True):
+            tensor = value.contiguous()
             # GE writes every output into its own buffer: never hand back an alias of an input,
             # another output, a Const the plan keeps or a value it caches for a signature.
-            if tensor.numel() > 0 and _storage(tensor) in seen_storages:
-                tensor = tensor.clone()
-            seen_storages.add(_storage(tensor))
+            if seen_storages is None and tensor.numel() > 0 and not fresh_output(tensor, inputs, outputs, kept_ids):
+                seen_storages = {_storage(t) for t in inputs if isinstance(t, torch.Tensor)}
+                seen_storages |= self.kept_storages | cached_storages | {_storage(t) for t in outputs}
+            if seen_storages is not None:
+                if tensor.numel() > 0 and _storage(tensor) in seen_storages:
+                    tensor = tensor.clone()
+                seen_storages.add(_storage(tensor))
             if check is not None:
                 check_output(tensor, check)
             if expected is not None and tensor.dtype != expected:

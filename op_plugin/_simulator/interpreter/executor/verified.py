@@ -1,0 +1,100 @@
+"""What a plan keeps per verified input signature, and the two per-call costs that scale with a graph's
+inputs rather than its nodes: the signature itself and the output buffer check.
+
+* `Verified`: the signature's generated program (`program.build_program`), the folded values' storages
+  and identities (no output may be one of them);
+* `fast_call`: on the signature's first, checked call, a node's fast call (`..fast_calls`), verified
+  bit for bit against the kernel's outputs on the very same arguments;
+* `fresh_output`: whether an output certainly has a buffer of its own, without reading the storage
+  of every graph input (a model's parameters are graph inputs: hundreds of them).
+"""
+from __future__ import annotations
+
+import os
+from itertools import repeat
+from operator import is_
+from typing import NamedTuple
+
+import torch
+
+from ..errors import GeExecutionError
+from ..fast_calls import specialiser_of, verify_fast_call
+from ..kernels import lookup_kernel  # noqa: F401  (the kernels register before their fast calls)
+from .folding import is_ref_op
+from .program import grouped_args
+
+
+class Verified(NamedTuple):
+    program: object  # program(inputs) -> the values NetOutput reads
+    storages: set  # storages of the folded values (never handed out)
+    ids: frozenset  # id() of the folded values
+    folded: dict  # slot -> folded value (the program holds them; kept for tools rebuilding it)
+    fast: dict  # step -> its fast call (idem)
+
+
+def fast_calls_enabled() -> bool:
+    return os.environ.get("OP_PLUGIN_NO_FAST_CALLS") != "1"
+
+
+def specialiser_for(step, entry):
+    """(specialiser, reads_values as parameter indices) for a step's kernel, or None."""
+    found = specialiser_of(entry.fn)
+    if found is None or step.collective or is_ref_op(step.op):
+        return None
+    specialiser, reads_values = found
+    from ..binding import kernel_signature  # pylint: disable=import-outside-toplevel
+
+    names = kernel_signature(entry.fn).inputs
+    return specialiser, tuple(names.index(name) for name in reads_values)
+
+
+def fast_call(step, args: list, outputs: list, fixed_slots: set):
+    """The verified fast call of `step` for this signature (`args`: its data inputs in GE order,
+    `outputs`: what its kernel returned on them), or None where its specialiser declines."""
+    specialiser, value_params = step.specialiser
+    kernel = step.kernel
+    groups = kernel.groups
+    for param in value_params:  # a value baked in must be fixed by the signature
+        group = groups[param] if groups is not None else param
+        if not isinstance(group, int) or group >= len(step.arg_slots) or step.arg_slots[group] not in fixed_slots:
+            return None
+    grouped = grouped_args(args, groups, names=False)
+    try:
+        fast = specialiser(*grouped, **kernel.kwargs)
+    except Exception as error:
+        raise GeExecutionError(f"node {step.op.name!r} ({step.op.type}): the simulator's fast-call specialiser "
+                               f"failed: {error}") from error
+    if fast is not None:
+        verify_fast_call(step.op, outputs, fast, grouped)
+    return fast
+
+
+def _use_count():
+    counter = getattr(torch._C, "_storage_Use_Count", None)
+    if counter is None:
+        return None, None
+    probe = torch.empty(1)
+    return counter, counter(probe.untyped_storage()._cdata)
+
+
+# The reference count of a storage held by one tensor alone, measured the way `fresh_output` measures.
+_USE_COUNT, _SOLE_OWNER = _use_count()
+
+
+def fresh_output(tensor: torch.Tensor, inputs: list, earlier: list, kept_ids) -> bool:
+    """True when `tensor` certainly shares its buffer with none of `inputs`, `earlier` outputs or the
+    objects in `kept_ids`: no tensor but itself (or, for a view, itself and the base it was taken
+    from) holds its storage, and neither it nor that base is one of those tensors. False means:
+    check storage by storage."""
+    if _USE_COUNT is None:
+        return False
+    owners = _USE_COUNT(tensor.untyped_storage()._cdata) - _SOLE_OWNER + 1
+    base = tensor._base
+    if owners == 1:
+        held = (tensor,)
+    elif owners == 2 and base is not None:  # a view (a Reshape's) of a value the program computed
+        held = (tensor, base)
+    else:
+        return False
+    return not any(id(t) in kept_ids or any(map(is_, inputs, repeat(t))) or any(map(is_, earlier, repeat(t)))
+                   for t in held)

@@ -1,0 +1,107 @@
+"""Fast calls (interpreter/fast_calls): on a verified signature the program calls the aten op a kernel
+would call, found and checked bit for bit against the kernel on the signature's first call. A wrong
+fast call is caught naming its node, a value is baked in only from an input the signature fixes, and
+no output shares memory with an input however it was produced."""
+import collections
+
+import pytest
+import torch
+
+from op_plugin._simulator.interpreter import fast_calls
+from op_plugin._simulator.interpreter.executor import plan as plan_module
+from op_plugin._simulator.interpreter.kernels import builtin_kernels
+
+F32, I64 = torch.float32, torch.int64
+
+
+def _verified(plan):
+    """A hand-built plan verified per signature, as a lowered one (with its FX record) is."""
+    plan.fx = plan_module.FxShapes.__new__(plan_module.FxShapes)
+    plan.fx.bindings, plan.fx._cache = [], {}
+    plan._verified = None if plan._check_every_call() else collections.OrderedDict()
+    assert plan._verified is not None
+    return plan
+
+
+def _scaled_flat(graph_builder, shape_from=None):
+    """y = reshape(x * x2, shape): shape a Const [6], or computed by the graph from `shape_from`."""
+    g = graph_builder()
+    x = g.data("x", F32, [2, 3])
+    x2 = g.data("x2", F32, [2, 3])
+    (y,) = g.node("mul", "Mul", [x, x2], [(F32, [2, 3])])
+    if shape_from is None:
+        shape = g.const("shape", torch.tensor([6], dtype=I64))
+        out = [6]
+    else:
+        floats = g.data("s", F32, [2])
+        (shape,) = g.node("to_int", "Cast", [floats], [(I64, [2])], dst_type=9)  # DT_INT64
+        out = [-1, -1]
+    (r,) = g.node("flat", "Reshape", [y, shape], [(F32, out)])
+    return g.output([r], [(F32, out)])
+
+
+def test_verified_calls_run_the_fast_calls_and_match_an_oracle(graph_builder):
+    plan = _verified(plan_module.compile_graph(_scaled_flat(graph_builder)))
+    for seed in range(3):
+        x, x2 = torch.randn(2, 3, generator=torch.Generator().manual_seed(seed)), torch.full((2, 3), 2.0)
+        (y,) = plan.run([x, x2])
+        expected = [x[i // 3, i % 3].item() * 2.0 for i in range(6)]  # index by index (doubling is exact)
+        assert y.tolist() == pytest.approx(expected, rel=0, abs=0)
+    assert plan._program.fast_nodes == 2  # Mul and Reshape (its shape a Const)
+    assert "k0(v" in plan._program.source and "a0_" not in plan._program.source  # no attrs passed per call
+
+
+def test_a_wrong_fast_call_is_caught_on_the_first_call_naming_the_node(graph_builder, monkeypatch):
+    mul = builtin_kernels()["Mul"]
+    monkeypatch.setitem(fast_calls._SPECIALISERS, mul, (lambda x1, x2: lambda a, b: a * b + 1, ()))
+    plan = _verified(plan_module.compile_graph(_scaled_flat(graph_builder)))
+    with pytest.raises(plan_module.GeExecutionError, match=r"node 'mul' \(Mul\) output 0: the simulator's fast "
+                                                           r"call differs from the kernel \(values differ\)"):
+        plan.run([torch.ones(2, 3), torch.ones(2, 3)])
+
+
+def test_a_fast_call_returning_other_strides_is_caught(graph_builder, monkeypatch):
+    mul = builtin_kernels()["Mul"]
+    monkeypatch.setitem(fast_calls._SPECIALISERS, mul, (lambda x1, x2: lambda a, b: (a * b).t().contiguous().t(), ()))
+    plan = _verified(plan_module.compile_graph(_scaled_flat(graph_builder)))
+    with pytest.raises(plan_module.GeExecutionError, match=r"node 'mul' \(Mul\) output 0: .*\(strides"):
+        plan.run([torch.ones(2, 3), torch.ones(2, 3)])
+
+
+def test_fast_calls_can_be_switched_off(graph_builder, monkeypatch):
+    monkeypatch.setenv("OP_PLUGIN_NO_FAST_CALLS", "1")
+    plan = _verified(plan_module.compile_graph(_scaled_flat(graph_builder)))
+    for _ in range(2):
+        (y,) = plan.run([torch.ones(2, 3), torch.full((2, 3), 2.0)])
+    assert plan._program.fast_nodes == 0 and torch.equal(y, torch.full((6,), 2.0))
+
+
+def test_a_value_that_changes_within_a_signature_is_never_baked_in(graph_builder):
+    """Reshape's shape computed per call from float data (not folded): one signature, two shapes."""
+    plan = _verified(plan_module.compile_graph(_scaled_flat(graph_builder, shape_from="data")))
+    x, ones = torch.arange(6.0).reshape(2, 3), torch.ones(2, 3)
+    for rows, cols in ((2, 3), (3, 2), (6, 1), (1, 6)):
+        (y,) = plan.run([x, ones, torch.tensor([float(rows), float(cols)])])
+        assert y.shape == (rows, cols)
+        assert [[y[r, c].item() for c in range(cols)] for r in range(rows)] == \
+            [[float(r * cols + c) for c in range(cols)] for r in range(rows)]
+    assert len(plan._verified) == 1 and plan._program.fast_nodes == 2  # Mul and Cast
+    assert "axis=a2_axis" in plan._program.source  # Reshape runs its kernel, shape read per call
+
+
+@pytest.mark.parametrize("op_type", ["Identity", "Reshape"])
+def test_no_output_shares_memory_with_an_input_on_verified_calls(graph_builder, op_type):
+    g = graph_builder()
+    x = g.data("x", F32, [2, 3])
+    inputs = [x] if op_type == "Identity" else [x, g.const("shape", torch.tensor([3, 2], dtype=I64))]
+    shape = [2, 3] if op_type == "Identity" else [3, 2]
+    (y,) = g.node("alias", op_type, inputs, [(F32, shape)])
+    (z,) = g.node("z", "Relu", [x], [(F32, [2, 3])])
+    plan = _verified(plan_module.compile_graph(g.output([y, z, y], [(F32, shape), (F32, [2, 3]), (F32, shape)])))
+    for _ in range(3):
+        x_value = torch.randn(2, 3)
+        outputs = plan.run([x_value])
+        storages = [t.untyped_storage().data_ptr() for t in outputs]
+        assert x_value.untyped_storage().data_ptr() not in storages
+        assert len(set(storages)) == 3
+        assert torch.equal(outputs[0].reshape(2, 3), x_value) and torch.equal(outputs[2], outputs[0])
