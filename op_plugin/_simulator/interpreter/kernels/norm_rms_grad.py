@@ -7,9 +7,11 @@ dims) and ``g = dy * gamma``, ``dx = rstd * (g - xr * mean(g * xr))`` over the n
 ``gamma.dim()``), ``dgamma = sum(dy * xr)`` over the others, in float32; dx in x's dtype, dgamma float32.
 
 RmsNormGradQuant (aclnnRmsNormGradQuant.md): ``dx_quant = round(dx / scale_x + offset_x)`` (div_mode) or
-``round(dx * scale_x + offset_x)``, from the float32 dx (the fused kernel keeps it in float32 registers),
-rounded half to even and saturated to int8 (the arch35 kernel's CAST_RINT casts); quant_mode "static"
-only (the only mode CANN documents); a hifloat8 dx (dst_type DT_HIFLOAT8) has no CPU dtype: refused.
+``round(dx * scale_x + offset_x)``, from the float32 dx (arch35 ``rms_norm_grad_quant_dx_full_load.h`` keeps
+it in float32 registers), rounded half to even (its CAST_RINT float32 -> int32) and saturated to int8: its
+int8 casts are NO_SAT, whose out-of-range result CANN does not document, so the saturation is torch_npu's
+own test golden's (npu_rms_norm_backward then npu_quantize); quant_mode "static" only (the only mode CANN
+documents); a hifloat8 dx (dst_type DT_HIFLOAT8) has no CPU dtype: refused.
 """
 from __future__ import annotations
 
