@@ -27,12 +27,12 @@ _FLOATS = (torch.float16, torch.float32)
 
 def _statistics(sums, squares, counts, running_mean, running_var, momentum, eps):
     """(batch_mean, batch_invstd, running_mean, running_var) in float32, written out term by term."""
-    n = counts.sum().float()
-    batch_mean = sums.sum(dim=0) / n
-    batch_var = squares.sum(dim=0) / n - batch_mean * batch_mean
-    batch_invstd = torch.rsqrt(batch_var + eps)
+    n = counts.to(torch.int64).sum().to(torch.float32)
+    batch_mean = sums.sum(dim=0) * (1.0 / n)
+    batch_var = squares.sum(dim=0) * (1.0 / n) - batch_mean * batch_mean
+    batch_invstd = 1.0 / torch.sqrt(batch_var + eps)
     new_mean = running_mean * (1.0 - momentum) + momentum * batch_mean
-    new_var = running_var * (1.0 - momentum) + momentum * batch_var * (n / (n - 1.0))
+    new_var = running_var * (1.0 - momentum) + batch_var * (n / (n - 1.0) * momentum)
     return batch_mean, batch_invstd, new_mean, new_var
 
 

@@ -279,10 +279,13 @@ def sync_batch_norm_gather_stats(total_sum, total_square_sum, sample_count, mean
         refuse(f"sample_count {list(sample_count.shape)} must be ({devices},), one count per device (> 0 devices)")
     if tuple(mean.shape) != (channels,) or tuple(variance.shape) != (channels,):
         refuse(f"mean {list(mean.shape)} and variance {list(variance.shape)} must be ({channels},)")
-    count = sample_count.sum().float()
-    batch_mean = total_sum.sum(dim=0) / count
-    batch_var = total_square_sum.sum(dim=0) / count - batch_mean * batch_mean
+    # the arch35 kernel's order (sync_batch_norm_gather_stats_n_full_load.h): counts summed in int64, then
+    # float32 products with 1 / n and n / (n - 1) * momentum
+    count = sample_count.sum().to(torch.float32)
+    inverse = 1.0 / count
+    batch_mean = total_sum.sum(dim=0) * inverse
+    batch_var = total_square_sum.sum(dim=0) * inverse - batch_mean * batch_mean
     batch_invstd = 1.0 / torch.sqrt(batch_var + eps)
-    running_mean = mean * (1.0 - momentum) + momentum * batch_mean
-    running_var = variance * (1.0 - momentum) + momentum * (batch_var * count / (count - 1.0))
+    running_mean = mean * (1.0 - momentum) + batch_mean * momentum
+    running_var = batch_var * (count / (count - 1.0) * momentum) + variance * (1.0 - momentum)
     return batch_mean, batch_invstd, running_mean, running_var
