@@ -44,8 +44,8 @@ def test_anti_quant_refusals():
         npu.npu_anti_quant(x, torch.ones(3))
     with pytest.raises(ValueError, match="npu_anti_quant: dst_dtype"):
         npu.npu_anti_quant(x, torch.ones(1), dst_dtype=torch.float32)
-    with pytest.raises(NotImplementedError, match="npu_anti_quant: x of dtype torch.int32"):
-        npu.npu_anti_quant(torch.zeros(2, 1, dtype=torch.int32), torch.ones(8), src_dtype=torch.quint4x2)
+    with pytest.raises(NotImplementedError, match="npu_anti_quant: x of dtype torch.uint8"):   # hifloat8 bits
+        npu.npu_anti_quant(torch.zeros(2, 8, dtype=torch.uint8), torch.ones(8))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -11,7 +11,8 @@ import torch
 from op_plugin._simulator.interpreter.kernels.quantize_lowbit import fp8_saturating_rint
 from op_plugin._simulator.interpreter.kernels.quantize_lowbit import pack_int4 as ge_pack_int4
 from op_plugin._simulator.npu.formats import pack_int4, to_fp8, unpack_int4
-from op_plugin._testing_harness import assert_close, check_compiled, check_dynamic_sizes
+from op_plugin._simulator.interpreter.kernels.quantize_fused import ascend_anti_quant_v2
+from op_plugin._testing_harness import assert_close, check_compiled, check_dynamic_sizes, run_node
 
 E5M2, E4M3 = torch.float8_e5m2, torch.float8_e4m3fn
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -313,3 +314,53 @@ def test_int4_and_fp8_outputs_with_dynamic_batch():
     check_dynamic_sizes(lambda a, r: npu.npu_rotate_quant(a, r, dst_dtype=16),
                         [(torch.randn(n, 128, dtype=F16), rotation) for n in (4, 7)])
     check_dynamic_sizes(lambda a, s: npu.npu_quant_max(a, s), [(torch.randn(n, 64) * 9e3, scale) for n in (3, 9)])
+
+
+def _unpack_loop(word):
+    """The 8 int4 values of an int32 word, bit by bit (value i in bits 4i..4i+3, two's complement)."""
+    bits = word & 0xFFFFFFFF
+    return [((bits >> (4 * i)) & 0xF) - (16 if (bits >> (4 * i)) & 0x8 else 0) for i in range(8)]
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_anti_quant_int4_against_a_loop(dtype):
+    torch.manual_seed(4)
+    words = torch.randint(-2 ** 31, 2 ** 31 - 1, (3, 2), dtype=torch.int32)
+    scale, offset = torch.rand(16) + 0.1, torch.randn(16)
+    y = npu.npu_anti_quant(words, scale, offset=offset, dst_dtype=dtype, src_dtype=torch.quint4x2)
+    values = [[v for word in row for v in _unpack_loop(int(word))] for row in words.tolist()]
+    want = [[float(np.float32(np.float32(v + o) * s)) for v, s, o in zip(row, scale.numpy(), offset.numpy(),
+                                                                          strict=True)] for row in values]
+    assert y.shape == (3, 16) and torch.equal(y, torch.tensor(want).to(dtype))
+
+
+_TORCHAIR_MUL_DTYPES = pytest.mark.xfail(strict=True, reason=(
+    "TorchAir's npu_anti_quant converter multiplies Shape(x) (int32) by an int64 Const; CANN's Mul takes no "
+    "int32 x int64 pair (ops-math math/mul/op_host/mul_def.cpp), and the executor refuses the Mul node by name"))
+
+
+@pytest.mark.usefixtures("torchair")
+@pytest.mark.parametrize("x", [pytest.param(torch.randint(-2 ** 31, 2 ** 31 - 1, (4, 3), dtype=torch.int32),
+                                            marks=_TORCHAIR_MUL_DTYPES),
+                               (torch.randn(4, 24) * 20).to(E4M3), (torch.randn(4, 24) * 2e3).to(E5M2)])
+def test_anti_quant_int4_and_fp8_compiled(x):
+    width = x.shape[-1] * (8 if x.dtype == torch.int32 else 1)
+    args = (x, torch.rand(width) + 0.1, torch.randn(width))
+    check_compiled(lambda a, s, o: npu.npu_anti_quant(a, s, offset=o, dst_dtype=BF16), args, "AscendAntiQuantV2")
+
+
+def test_anti_quant_fp8_is_exact_in_float32():
+    x = torch.tensor([[448.0, -2.0 ** -9, 0.0, -1.125]]).to(E4M3)
+    y = npu.npu_anti_quant(x, torch.tensor([2.0]), offset=torch.tensor([0.5]))
+    assert y.tolist() == [[897.0, (0.5 - 2.0 ** -9) * 2, 1.0, -1.25]]
+
+
+def test_bitcast_unpacks_int32_to_int4_and_anti_quant_reads_it():
+    words = torch.tensor([[0x87A5C3E1 - 2 ** 32, 0x10000000]], dtype=torch.int32)
+    (nibbles,) = run_node("Bitcast", [words], [(None, [1, 2, 8])], type=29)
+    assert nibbles.dtype == torch.int4 and nibbles.view(torch.int8).tolist() == [[_unpack_loop(w) for w in
+                                                                                  words[0].tolist()]]
+    y = ascend_anti_quant_v2(nibbles.reshape(1, 16), torch.full((16,), 0.5), torch.ones(16), dst_type=27,
+                             sqrt_mode=False)
+    flat = [v for w in words[0].tolist() for v in _unpack_loop(w)]
+    assert y.dtype == BF16 and y.tolist() == [[(v + 1) * 0.5 for v in flat]]

@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import torch
 
+from .formats import unpack_int4
 from .quant import _fail, _int_out, saturate, scalar_dtype
 
 _HALF = (torch.float16, torch.bfloat16)
+# an fp8 x's src_dtype: the dtype itself, torch's ScalarType number or torch_npu's
+_FP8_NUMBERS = {torch.float8_e5m2: (23, 291), torch.float8_e4m3fn: (24, 292)}
 _INV_127 = torch.tensor(1.0 / 127.0, dtype=torch.float32)
 _ROUND_MODES = {0: torch.round, 1: lambda v: torch.sign(v) * torch.floor(v.abs() + 0.5), 2: torch.floor,
                 3: torch.ceil, 4: torch.trunc}
@@ -184,10 +187,20 @@ def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None,
 
 def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
     op = "npu_anti_quant"
-    if x.dtype != torch.int8:
-        _fail(op, f"x of dtype {x.dtype}: only int8 x is simulated (int4 packed in int32, hifloat8 and fp8 inputs "
-                  "are not emulated)", NotImplementedError)
-    if scalar_dtype(op, "src_dtype", src_dtype, torch.int8) != torch.int8:
+    if x.dtype == torch.int32:   # int4 packed 8 per int32 (formats.unpack_int4); src_dtype says so or is left out
+        if src_dtype not in (None, 16, 285, torch.quint4x2) or x.dim() == 0:
+            _fail(op, f"int32 x carries int4 (src_dtype torch.quint4x2), got src_dtype={src_dtype}, shape "
+                      f"{tuple(x.shape)}")
+        x = unpack_int4(x)
+    elif x.dtype in (torch.float8_e5m2, torch.float8_e4m3fn):
+        if src_dtype is not None and src_dtype not in (x.dtype, *_FP8_NUMBERS[x.dtype]):
+            _fail(op, f"src_dtype={src_dtype} does not match x's dtype {x.dtype} (CANN requires them to agree)")
+        if scale.dtype != torch.float32 or (offset is not None and offset.dtype != torch.float32):
+            _fail(op, "fp8 x takes float32 scale and offset (torch_npu's Meta)")
+    elif x.dtype != torch.int8:
+        _fail(op, f"x of dtype {x.dtype}: int8, int4 packed in int32 and fp8 x are simulated (hifloat8 is not)",
+              NotImplementedError)
+    elif scalar_dtype(op, "src_dtype", src_dtype, torch.int8) != torch.int8:
         _fail(op, f"src_dtype={src_dtype} does not match x's dtype int8 (CANN requires them to agree)")
     out_dtype = scalar_dtype(op, "dst_dtype", dst_dtype, torch.float16)
     if out_dtype not in _HALF:

@@ -37,7 +37,7 @@ def remember_ints(tensor) -> None:
     """Store a small integer tensor's values on it, for `int_list`: only for tensors nothing writes
     to (the plan's Consts and the values it folds per signature)."""
     if isinstance(tensor, torch.Tensor) and not tensor.is_floating_point() and not tensor.is_complex() \
-            and tensor.numel() <= _MAX_CONST_INTS:
+            and tensor.numel() <= _MAX_CONST_INTS and tensor.dtype != torch.int4:   # int4: no scalar reads
         setattr(tensor, CONST_INTS, tuple(int(v) for v in tensor.reshape(-1).tolist()))
 
 

@@ -18,7 +18,7 @@ float-to-int8 casts saturating:
   zero_points_i) (div_mode) or rint(y · scales_i + zero_points_i); y2 without scales2 is zeros (undefined in
   CANN). Its prototype is ops-nn's ``norm/add_rms_norm_quant/op_graph/add_rms_norm_quant_proto.h``.
 * AscendAntiQuantV2 (ops-nn ``quant/ascend_anti_quant_v2`` aclnn doc): y = dst_type((x + offset) · scale),
-  · scale twice with sqrt_mode, in float32; int8 x only (int4, hifloat8 and fp8 inputs are refused).
+  · scale twice with sqrt_mode, in float32; int8, int4 and fp8 x (hifloat8 x is refused).
 * TransQuantParamV2 (ops-nn ``quant/trans_quant_param_v2`` README): y = (bits(scale) & 0xFFFFE000) | 1 << 46,
   the offset's 9 bits (rounded, clamped to [-256, 255]) at bits 37-45; round_mode 1 and offsets at .5 refused
   (the README gives neither rounding bit-exactly).
@@ -32,6 +32,7 @@ from ..registry import ge_kernel, refuse
 from .common import attr_dtype
 
 _HALF = (torch.float16, torch.bfloat16)
+_ANTI_QUANT_X = (torch.int8, torch.int4, torch.float8_e5m2, torch.float8_e4m3fn)
 _GE_INT8 = 2
 _ROUNDING = {"rint": torch.round, "round": lambda v: torch.sign(v) * torch.floor(v.abs() + 0.5),
              "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc}
@@ -182,9 +183,12 @@ def add_rms_norm_quant(x1, x2, gamma, scales1, scales2, zero_points1, zero_point
 @ge_kernel("AscendAntiQuantV2", accepts={"scale": (torch.float32, torch.bfloat16),
                                          "offset": (torch.float32, torch.bfloat16)})
 def ascend_anti_quant_v2(x, scale, offset, *, dst_type, sqrt_mode):
-    """y = dst_type((x + offset) * scale) (* scale again with sqrt_mode), computed in float32."""
-    if x.dtype != torch.int8:
-        refuse(f"x of dtype {x.dtype}: only int8 is simulated (int4, hifloat8 and fp8 inputs are not emulated)")
+    """y = dst_type((x + offset) * scale) (* scale again with sqrt_mode), computed in float32; x int8, int4
+    (DT_INT4, unpacked by TorchAir's Bitcast) or fp8 (exact in float32)."""
+    if x.dtype not in _ANTI_QUANT_X:
+        refuse(f"x of dtype {x.dtype}: int8, int4, float8_e5m2 and float8_e4m3fn are simulated (hifloat8 is not)")
+    if x.dtype == torch.int4:
+        x = x.view(torch.int8)   # one int4 value per byte
     out_dtype = attr_dtype("dst_type", dst_type)
     if out_dtype not in _HALF:
         refuse(f"dst_type={dst_type} ({out_dtype}): CANN writes float16 (1) or bfloat16 (27) only")

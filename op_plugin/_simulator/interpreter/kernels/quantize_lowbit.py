@@ -158,6 +158,20 @@ def pack_int4(x: torch.Tensor, dtype: torch.dtype, keep_dim: bool) -> torch.Tens
     return torch.where(packed >= 2 ** (bits - 1), packed - 2 ** bits, packed).to(dtype)   # two's complement
 
 
+def unpack_int4(x: torch.Tensor, keep_dim: bool) -> torch.Tensor:
+    """Bitcast of int32/int8/uint8 `x` to DT_INT4: each element's nibbles from bit 0 up, sign-extended; a new
+    last dim of 8 (int32) or 2 (bytes), or with keep_dim the last dim times that."""
+    per = {torch.int32: 8, torch.int8: 2, torch.uint8: 2}.get(x.dtype)
+    if per is None:
+        refuse(f"a Bitcast of {x.dtype} to int4: only int32, int8 and uint8 are simulated")
+    if keep_dim and x.dim() == 0:
+        refuse("keep_dim cannot rescale the last dim of a 0-d tensor")
+    words = x.to(torch.int64) & (2 ** (4 * per) - 1)
+    nibbles = torch.stack([(words >> (4 * index)) & 0xF for index in range(per)], dim=-1)
+    values = torch.where(nibbles > 7, nibbles - 16, nibbles)
+    return as_int4(values.flatten(-2) if keep_dim else values)
+
+
 def _cube(a, b, out_dtype):
     """A cube matmul: float32 accumulation, written through the fixpipe as `out_dtype` (round half to even)."""
     return torch.matmul(a.float(), b.float()).to(out_dtype)

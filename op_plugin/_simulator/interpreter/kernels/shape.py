@@ -25,7 +25,7 @@ from ...._ge.values import ge_dtype_to_torch
 from ..registry import ge_kernel, refuse
 from .common import fresh, int_list
 from .mx_formats import bitcast_fp4
-from .quantize_lowbit import pack_int4
+from .quantize_lowbit import pack_int4, unpack_int4
 
 
 def _axis(what, axis, rank):
@@ -130,6 +130,8 @@ def bitcast(x, *, type, keep_dim):
         return bitcast_fp4(x, dtype, keep_dim)
     if x.dtype == torch.int4:   # DT_INT4 is held one value per byte; GE's bytes hold two
         return pack_int4(x, dtype, keep_dim)
+    if dtype == torch.int4:
+        return unpack_int4(x, keep_dim)
     source, target = x.element_size(), torch.empty((), dtype=dtype).element_size()
     if source == target or keep_dim:
         if x.dim() == 0 and source != target:
