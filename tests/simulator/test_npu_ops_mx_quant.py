@@ -224,6 +224,49 @@ def test_dual_level_mx_quant():
     assert (torch.tensor(_nibbles(y)) == codes.reshape(-1)).float().mean() > 0.99
 
 
+def test_anti_mx_quant_doc_example_and_round_trip():
+    x = torch.tensor([[0, 72, 96, 120] + [0] * 28], dtype=torch.uint8).view(torch.float8_e4m3fn)
+    y = npu.npu_anti_mx_quant(x, torch.tensor([[[128, 0]]], dtype=torch.uint8))    # aclnnAntiMxQuant's example
+    assert y.dtype == BF16 and y.view(torch.int16)[0, :4].tolist() == [0, 16640, 17024, 17408]
+    source = (torch.randn(6, 100) * 3).half()
+    for axis, dst, src in ((-1, E2M1, 296), (0, E4M3FN, 292)):
+        q, scale = npu.npu_dynamic_mx_quant(source, axis=axis, dst_type=dst)
+        back = npu.npu_anti_mx_quant(q, scale, axis=axis, src_type=src, dst_type=6)
+        if dst == E2M1:
+            elements = torch.tensor([E2M1_GRID[c % 8] * (-1 if c >= 8 else 1) for c in _nibbles(q)]).reshape(6, 100)
+        else:
+            elements = q.float()
+        codes = _scale_blocks(scale, axis).movedim(axis, -1).tolist()
+        for index in range(source.numel()):       # x * 2^(code of its block - 127), element by element
+            r, c = divmod(index, 100)
+            row, pos = (r, c) if axis == -1 else (c, r)
+            want = float(elements[r, c]) * 2.0 ** (codes[row][pos // 32] - 127)
+            assert float(back[r, c]) == want
+        assert (back - source.float()).abs().max() <= source.float().abs().max() / 2   # saturation at most
+    _compiled_equals_eager(lambda a, b: (npu.npu_anti_mx_quant(a, b, axis=0, dst_type=5),), q, scale,
+                           ge_type="AntiMxQuant")
+
+
+def test_anti_mx_quant_of_fp4_fails_in_torchair_graph():
+    """TorchAir's converter multiplies Shape(x) (int32) by an int64 Const to unpack fp4: GE's Mul takes one
+    dtype, so the graph fails as it would on an NPU (TorchAir declares no case for this converter)."""
+    q, scale = npu.npu_dynamic_mx_quant(torch.randn(2, 64).half())
+    compiled = torch.compile(lambda a, b: npu.npu_anti_mx_quant(a, b, src_type=296), backend="npugraph")
+    with pytest.raises(GeExecutionError, match="Mul.*one dtype"):
+        compiled(q, scale)
+
+
+def test_dynamic_shapes_compile_once():
+    from op_plugin._testing_harness import Npugraph
+
+    compiled = Npugraph(lambda t: npu.npu_dynamic_mx_quant(t), dynamic=True)
+    for rows in (4, 7):
+        x = torch.randn(rows, 64).half()
+        got, want = compiled.compiled(x), npu.npu_dynamic_mx_quant(x)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1].view(torch.uint8), want[1])
+    assert compiled.compiles == 1
+
+
 # ---- refusals ---------------------------------------------------------------------------------------------
 
 def test_refusals_name_the_op_and_case():

@@ -1,6 +1,7 @@
 """CPU reference kernels of torch_npu's MX quantisation ops: npu_dynamic_mx_quant,
 npu_dynamic_mx_quant_with_dual_axis, npu_dynamic_block_mx_quant, npu_rms_norm_dynamic_mx_quant,
-npu_add_rms_norm_dynamic_mx_quant, npu_swiglu_mx_quant, npu_dynamic_dual_level_mx_quant.
+npu_add_rms_norm_dynamic_mx_quant, npu_swiglu_mx_quant, npu_dynamic_dual_level_mx_quant and the
+dequantiser npu_anti_mx_quant.
 
 On an NPU these eager ops run the CANN kernels their GE types run in graph mode, so each maps torch_npu's
 arguments onto the interpreter's MX code (``interpreter/kernels/mx_formats.py`` for the format,
@@ -9,6 +10,8 @@ elements as torch.float8_e4m3fn / float8_e5m2, fp4 elements as uint8 with two pe
 low nibble), float8_e8m0 scales as uint8 (the wheel's Meta functions' dtypes).
 """
 from __future__ import annotations
+
+import torch
 
 from ..interpreter.kernels import mx_formats as mx, quantize_mx as ops, quantize_mx_fused as fused
 from .checks import named_refusals
@@ -98,7 +101,33 @@ def npu_dynamic_dual_level_mx_quant(input, *, smooth_scale=None, round_mode="rin
     return mx.pack_fp4(codes), level0, scale
 
 
+# torch ScalarType numbers torch_npu's dst_type takes (Meta: TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP)
+_ANTI_DST = {6: torch.float32, 5: torch.float16, 15: torch.bfloat16}
+
+
+@named_refusals("npu_anti_mx_quant")
+def npu_anti_mx_quant(x, mxscale, *, axis=-1, dst_type=15, src_type=292):
+    op = "npu_anti_mx_quant"
+    dst = _ANTI_DST.get(int(15 if dst_type is None else dst_type))
+    if dst is None:
+        raise ValueError(f"npu::{op}: dst_type={dst_type} is not torch.float32 (6), float16 (5) or bfloat16 (15)")
+    src = element_format(op, 292 if src_type is None else src_type)
+    if x.dtype == torch.uint8:
+        if src.torch_dtype is not None:
+            raise ValueError(f"npu::{op}: a uint8 x holds fp4 (src_type 296/297), got src_type={src_type}")
+        values = mx.fp4_values(mx.unpack_fp4(x), src)
+    elif x.dtype == src.torch_dtype:
+        values = x.float()
+    else:
+        raise ValueError(f"npu::{op}: x of dtype {x.dtype} does not match src_type={src_type}")
+    axis = -1 if axis is None else axis
+    if not -x.dim() <= axis < x.dim():
+        raise ValueError(f"npu::{op}: axis={axis} is out of range for x of rank {x.dim()}")
+    return ops.anti_mx(values, mxscale.view(torch.uint8), axis).to(dst)
+
+
 KERNELS = {
+    "npu_anti_mx_quant": npu_anti_mx_quant,
     "npu_dynamic_dual_level_mx_quant": npu_dynamic_dual_level_mx_quant,
     "npu_swiglu_mx_quant": npu_swiglu_mx_quant,
     "npu_rms_norm_dynamic_mx_quant": npu_rms_norm_dynamic_mx_quant,

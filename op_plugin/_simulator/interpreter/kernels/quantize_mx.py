@@ -1,5 +1,6 @@
 """MX quantisation GE ops (hicann ops-nn ``quant/``): DynamicMxQuant, DynamicMxQuantWithDualAxis,
-DynamicBlockMxQuant; the format itself (scales, element rounding, layouts) is ``mx_formats.py``.
+DynamicBlockMxQuant, and the dequantiser AntiMxQuant; the format itself (scales, element rounding, layouts) is
+``mx_formats.py``.
 
 * DynamicMxQuant: blocks of ``block_size`` along ``axis``; mxscale [..., ceil(nb / 2), ..., 2] (the block
   axis padded to even with 0, pairs in the last dim).
@@ -7,6 +8,9 @@ DynamicBlockMxQuant; the format itself (scales, element rounding, layouts) is ``
   DynamicMxQuant on that axis (its doc: the same formulas, leading dims merged).
 * DynamicBlockMxQuant: one scale per 32 x 32 block of the last two dims, broadcast to scale1 (laid out as a
   last-axis mxscale) and scale2 (as an axis -2 mxscale).
+
+* AntiMxQuant (aclnnAntiMxQuant doc): ``y = x * 2^(mxscale - 127)`` per block of 32 along ``axis`` (the mxscale
+  layout above), in float32 (exact), then rounded to dst_type; the NaN scale 0xFF gives NaN.
 
 fp4 outputs are carried one 4-bit code per byte as torch.float4_e2m1fn_x2 (``_ge/values.py``); TorchAir's
 converters pack them with Bitcast. Refused by name: scale_alg 2 (the "dynamic dtype range" scale, whose
@@ -159,3 +163,41 @@ def dynamic_block_mx_quant(x, *, round_mode, dst_type, scale_alg, dst_type_max):
     check_block_args(x, fmt, round_mode, scale_alg, dst_type_max)
     y, scale1, scale2 = block_mx(x, fmt, round_mode)
     return as_ge(y, fmt), as_e8m0(scale1), as_e8m0(scale2)
+
+
+_ANTI_DST = {0: torch.float32, 1: torch.float16, 27: torch.bfloat16}   # ge::DataType numbers
+
+
+def anti_mx(values, codes, axis):
+    """float32 x values times 2^(code - 127) of their block (CANN's mxscale layout along axis)."""
+    axis = axis % values.dim()
+    if codes.dim() != values.dim() + 1 or codes.shape[-1] != 2:
+        refuse(f"mxscale of shape {list(codes.shape)} must have x's rank + 1 dims, the last of 2")
+    blocks = codes.long().movedim(-1, axis + 1).flatten(axis, axis + 1)
+    want = list(values.shape)
+    blocks_along = (values.shape[axis] + 31) // 32
+    want[axis] = (blocks_along + 1) // 2 * 2
+    if list(blocks.shape) != want:
+        refuse(f"mxscale of shape {list(codes.shape)} does not fit x {list(values.shape)} along axis {axis}")
+    scale = torch.pow(2.0, blocks.double() - 127).float()
+    scale = torch.where(blocks == 255, torch.full_like(scale, float("nan")), scale)
+    per_element = scale.repeat_interleave(32, dim=axis).narrow(axis, 0, values.shape[axis])
+    return values * per_element
+
+
+@ge_kernel("AntiMxQuant")
+def anti_mx_quant(x, mxscale, *, axis, dst_type):
+    dst = _ANTI_DST.get(int(dst_type))
+    if dst is None:
+        refuse(f"dst_type={dst_type}: CANN takes DT_FLOAT (0), DT_FLOAT16 (1) or DT_BF16 (27)")
+    if x.dtype == torch.float4_e2m1fn_x2:
+        values = mx.fp4_values(x.view(torch.uint8), mx.E2M1)
+    elif x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        values = x.float()
+    else:
+        refuse(f"x of dtype {x.dtype}: CANN takes fp4 e2m1/e1m2 or fp8 e4m3fn/e5m2")
+    if mxscale.dtype not in (torch.float8_e8m0fnu, torch.uint8):
+        refuse(f"mxscale of dtype {mxscale.dtype}: CANN takes float8_e8m0 (uint8 storage from torch_npu)")
+    if not -x.dim() <= axis < x.dim():
+        refuse(f"axis={axis} is out of range for x of rank {x.dim()}")
+    return anti_mx(values, mxscale.view(torch.uint8), axis).to(dst)
