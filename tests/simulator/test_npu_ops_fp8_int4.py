@@ -364,3 +364,34 @@ def test_bitcast_unpacks_int32_to_int4_and_anti_quant_reads_it():
                              sqrt_mode=False)
     flat = [v for w in words[0].tolist() for v in _unpack_loop(w)]
     assert y.dtype == BF16 and y.tolist() == [[(v + 1) * 0.5 for v in flat]]
+
+
+def test_add_rms_norm_dynamic_quant_int4_against_a_loop():
+    torch.manual_seed(5)
+    x1, x2 = torch.randn(3, 16, dtype=F16), torch.randn(3, 16, dtype=F16)
+    gamma, smooth = torch.rand(16, dtype=F16) + 0.5, torch.rand(16, dtype=F16) + 0.5
+    y1, y2, x, scale1, scale2 = npu.npu_add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1=smooth,
+                                                                  y_dtype=torch.quint4x2)
+    assert y1.dtype == torch.int32 and y1.shape == (3, 2) and y2.shape == (0,) and scale2.shape == (0,)
+    words, scales = [], []
+    for a, b in zip(x1.float().numpy(), x2.float().numpy(), strict=True):
+        total = [np.float32(u + v) for u, v in zip(a, b, strict=True)]
+        mean = np.float32(np.float32(sum(np.float64(t) * t for t in total)) * np.float32(1 / 16))
+        rstd = np.float32(1) / np.float32(np.sqrt(np.float32(mean + np.float32(1e-6))))
+        row = [np.float32(np.float32(t * rstd) * g) * s for t, g, s in
+               zip(total, gamma.float().numpy(), smooth.float().numpy(), strict=True)]
+        factor = np.float32(7) / np.float32(max(abs(v) for v in row))
+        words.append(_pack_loop([min(max(int(np.rint(np.float32(v * factor))), -8), 7) for v in row]))
+        scales.append(float(np.float32(1) / factor))
+    assert y1.tolist() == words
+    assert_close(scale1, torch.tensor(scales), "kernel")
+
+
+@pytest.mark.usefixtures("torchair")
+@pytest.mark.parametrize("two", [False, True])
+def test_add_rms_norm_dynamic_quant_int4_compiled(two):
+    args = [torch.randn(4, 32, dtype=BF16), torch.randn(4, 32, dtype=BF16), torch.rand(32, dtype=BF16) + 0.5,
+            torch.rand(32, dtype=BF16) + 0.5, torch.rand(32, dtype=BF16) + 0.5]
+    check_compiled(lambda a, b, g, s1, s2: npu.npu_add_rms_norm_dynamic_quant(
+        a, b, g, smooth_scale1=s1, smooth_scale2=s2 if two else None, y_dtype=torch.quint4x2), args,
+        ["AddRmsNormDynamicQuant", "Bitcast"])

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from .formats import unpack_int4
+from .formats import pack_int4, unpack_int4
 from .quant import _fail, _int_out, saturate, scalar_dtype
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -141,8 +141,11 @@ def _add_rms_for_quant(op, x1, x2, gamma, beta, epsilon):
 def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_scale2=None, beta=None,
                                    epsilon=1e-6, output_mask=None, y_dtype=None):
     op = "npu_add_rms_norm_dynamic_quant"
-    if _int_out(op, "y_dtype", scalar_dtype(op, "y_dtype", y_dtype, torch.int8)) != torch.int8:
-        _fail(op, "y1/y2 are int8 only")
+    int4 = y_dtype in (16, 285, torch.quint4x2)   # int4, packed 8 per int32; the kernel's C is 7 (127 for int8)
+    if int4 and x1.shape[-1] % 8:
+        _fail(op, f"int4 outputs need x1's last dim to be a multiple of 8, got {tuple(x1.shape)}")
+    if not int4 and _int_out(op, "y_dtype", scalar_dtype(op, "y_dtype", y_dtype, torch.int8)) != torch.int8:
+        _fail(op, "y1/y2 are int8 or int4 (torch.quint4x2) only")
     x, y = _add_rms_for_dynamic_quant(op, x1, x2, gamma, beta, epsilon)
     if output_mask:
         want = [bool(output_mask[0]), bool(output_mask[1])]
@@ -151,14 +154,18 @@ def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_
     outputs = []
     for wanted, smooth in zip(want, (smooth_scale1, smooth_scale2), strict=True):
         if not wanted:
-            outputs.append((torch.empty(0, dtype=torch.int8), torch.empty(0, dtype=torch.float32)))
+            outputs.append((torch.empty(0, dtype=torch.int32 if int4 else torch.int8),
+                            torch.empty(0, dtype=torch.float32)))
             continue
         wide = y * smooth.float() if smooth is not None else y
         absmax = wide.abs().amax(dim=-1, keepdim=True)
         if bool((absmax == 0).any()):
-            _fail(op, "a token (row) of zeros: 127 / 0 is left undefined by CANN; refused")
-        factor = 127.0 / absmax   # the kernel multiplies by 127 / max and writes 1 / (127 / max) as the scale
-        outputs.append((saturate(torch.round(wide * factor), torch.int8), (1.0 / factor).squeeze(-1)))
+            _fail(op, "a token (row) of zeros: C / 0 is left undefined by CANN; refused")
+        # the kernel multiplies by C / max and writes 1 / (C / max) as the scale (0-d tensors: IEEE divisions)
+        factor = torch.tensor(7.0 if int4 else 127.0) / absmax
+        levels = torch.round(wide * factor)
+        quantised = pack_int4(levels.clamp(-8, 7).to(torch.int8)) if int4 else saturate(levels, torch.int8)
+        outputs.append((quantised, (torch.tensor(1.0) / factor).squeeze(-1)))
     (y1, scale1), (y2, scale2) = outputs
     return y1, y2, x, scale1, scale2
 

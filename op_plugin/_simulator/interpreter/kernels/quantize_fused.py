@@ -30,10 +30,11 @@ import torch
 from ...._ge.reg_op import parse_reg_ops
 from ..registry import ge_kernel, refuse
 from .common import attr_dtype
+from .quantize_lowbit import as_int4
 
 _HALF = (torch.float16, torch.bfloat16)
 _ANTI_QUANT_X = (torch.int8, torch.int4, torch.float8_e5m2, torch.float8_e4m3fn)
-_GE_INT8 = 2
+_GE_INT8, _GE_INT4 = 2, 29
 _ROUNDING = {"rint": torch.round, "round": lambda v: torch.sign(v) * torch.floor(v.abs() + 0.5),
              "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc}
 
@@ -122,7 +123,9 @@ def _inv_rms(x, epsilon):
 @ge_kernel("AddRmsNormDynamicQuant", one_dtype=("x1", "x2", "gamma"),
            accepts={"x1": _HALF, "x2": _HALF, "gamma": _HALF})
 def add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta, *, epsilon, output_mask, dst_type):
-    _require_int8(dst_type)
+    if int(dst_type) not in (_GE_INT8, _GE_INT4):
+        refuse(f"dst_type={dst_type}: only DT_INT8 and DT_INT4 outputs are simulated (fp8/hifloat8 are not)")
+    int4 = int(dst_type) == _GE_INT4   # the kernel's quantMaxVal: 7 for int4, 127 for int8 (its _base.h)
     # add_rms_norm_dynamic_quant_normal_kernel.h: the float32 sum is normalised; x is its rounding
     total = x1.float() + x2.float()
     y = total * _inv_rms(total, epsilon) * gamma.float()
@@ -133,14 +136,19 @@ def add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta
     results = []
     for keep, smooth in zip(valid, (smooth_scale1, smooth_scale2), strict=True):
         if not keep:
-            results.append((torch.empty(0, dtype=torch.int8), torch.empty(0, dtype=torch.float32)))
+            empty = torch.empty(0, dtype=torch.int8)
+            results.append((as_int4(empty) if int4 else empty, torch.empty(0, dtype=torch.float32)))
             continue
         value = y if smooth is None else y * smooth.float()
         absmax = value.abs().amax(dim=-1, keepdim=True)
         if bool((absmax == 0).any()):
-            refuse("a row of zeros: 127 / 0 is not defined by CANN")
-        multiplier = 127.0 / absmax   # ScaleTensor: y * (127 / max), scale written as 1 / (127 / max)
-        results.append((_int8(torch.round(value * multiplier)), (1.0 / multiplier).squeeze(-1)))
+            refuse("a row of zeros: C / 0 is not defined by CANN")
+        # ScaleTensor: y * (C / max), scale written as 1 / (C / max); 0-d tensors, as `float / tensor` is a
+        # reciprocal product in torch, not a division
+        multiplier = torch.tensor(7.0 if int4 else 127.0) / absmax
+        levels = torch.round(value * multiplier)
+        quantised = as_int4(levels.clamp(-8, 7)) if int4 else _int8(levels)
+        results.append((quantised, (torch.tensor(1.0) / multiplier).squeeze(-1)))
     (y1, scale1), (y2, scale2) = results
     return y1, y2, x, scale1, scale2
 
