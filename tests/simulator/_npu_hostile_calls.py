@@ -146,6 +146,7 @@ VALID = {
     "npu_add_rms_norm_dynamic_mx_quant": lambda: ((_r(3, 64, dtype=F16), _r(3, 64, dtype=F16),
                                                    torch.rand(64).to(F16)), {"dst_type": 291}),
     "npu_swiglu_mx_quant": lambda: ((_r(4, 128, dtype=F16),), {}),
+    "npu_grouped_dynamic_mx_quant": lambda: ((_r(70, 16, dtype=BF16), torch.tensor([30, 70], dtype=I32)), {}),
     "npu_anti_mx_quant": lambda: ((_r(3, 64).to(torch.float8_e4m3fn), torch.full((3, 1, 2), 127, dtype=torch.uint8)),
                                   {}),
     "npu_add_rms_norm_cast": lambda: ((_r(2, 8, dtype=F16), _r(2, 8, dtype=F16), torch.rand(8).to(F16)), {}),

@@ -256,6 +256,29 @@ def test_anti_mx_quant_of_fp4_fails_in_torchair_graph():
         compiled(q, scale)
 
 
+def test_grouped_dynamic_mx_quant_scale_rows_by_hand():
+    x = (torch.randn(100, 16) * 10).half()
+    ends = [10, 10, 75, 100]          # groups of 10, 0, 65 and 25 rows
+    _compiled_equals_eager(lambda a, b: npu.npu_grouped_dynamic_mx_quant(a, b), x,
+                           torch.tensor(ends, dtype=torch.int32), ge_type="GroupedDynamicMxQuant")
+    y, scale = npu.npu_grouped_dynamic_mx_quant(x, torch.tensor(ends, dtype=torch.int32), dst_type=24)
+    assert list(scale.shape) == [100 // 64 + 4, 16, 2]
+    written = set()
+    start = 0
+    for g, end in enumerate(ends):   # the kernel's scaleOffset: row start // 64 + g, blocks of 32 from start
+        for block, first in enumerate(range(start, end, 32)):
+            for col in range(16):
+                amax = max(abs(float(v)) for v in x[first:min(first + 32, end), col])
+                want = max(math.frexp(amax)[1] - 1 + 127 - 8, 0)
+                row = start // 64 + g + block // 2
+                assert scale[row, col, block % 2].item() == want
+                written.add(row)
+        start = end
+    assert all(scale[row].eq(0).all() for row in range(scale.shape[0]) if row not in written)
+    with pytest.raises(ValueError, match="npu_grouped_dynamic_mx_quant.*group_index"):
+        npu.npu_grouped_dynamic_mx_quant(x, torch.tensor([60, 50, 100], dtype=torch.int32))
+
+
 def test_dynamic_shapes_compile_once():
     from op_plugin._testing_harness import Npugraph
 

@@ -1,7 +1,7 @@
 """CPU reference kernels of torch_npu's MX quantisation ops: npu_dynamic_mx_quant,
 npu_dynamic_mx_quant_with_dual_axis, npu_dynamic_block_mx_quant, npu_rms_norm_dynamic_mx_quant,
-npu_add_rms_norm_dynamic_mx_quant, npu_swiglu_mx_quant, npu_dynamic_dual_level_mx_quant and the
-dequantiser npu_anti_mx_quant.
+npu_add_rms_norm_dynamic_mx_quant, npu_swiglu_mx_quant, npu_dynamic_dual_level_mx_quant,
+npu_grouped_dynamic_mx_quant and the dequantiser npu_anti_mx_quant.
 
 On an NPU these eager ops run the CANN kernels their GE types run in graph mode, so each maps torch_npu's
 arguments onto the interpreter's MX code (``interpreter/kernels/mx_formats.py`` for the format,
@@ -101,6 +101,15 @@ def npu_dynamic_dual_level_mx_quant(input, *, smooth_scale=None, round_mode="rin
     return mx.pack_fp4(codes), level0, scale
 
 
+@named_refusals("npu_grouped_dynamic_mx_quant")
+def npu_grouped_dynamic_mx_quant(x, group_index, *, round_mode="rint", dst_type=23, blocksize=32, scale_alg=0,
+                                 dst_type_max=0.0):
+    fmt = element_format("npu_grouped_dynamic_mx_quant", dst_type)
+    ops.check_modes(fmt, round_mode, 0 if scale_alg is None else scale_alg, dst_type_max or 0.0)
+    y, scales = ops.grouped_mx(x, group_index, fmt, round_mode, 0 if scale_alg is None else scale_alg, blocksize)
+    return eager_elements(y, fmt), scales
+
+
 # torch ScalarType numbers torch_npu's dst_type takes (Meta: TORCH_DTYPE_ENUM_VALUE_TO_SCALAR_TYPE_MAP)
 _ANTI_DST = {6: torch.float32, 5: torch.float16, 15: torch.bfloat16}
 
@@ -127,6 +136,7 @@ def npu_anti_mx_quant(x, mxscale, *, axis=-1, dst_type=15, src_type=292):
 
 
 KERNELS = {
+    "npu_grouped_dynamic_mx_quant": npu_grouped_dynamic_mx_quant,
     "npu_anti_mx_quant": npu_anti_mx_quant,
     "npu_dynamic_dual_level_mx_quant": npu_dynamic_dual_level_mx_quant,
     "npu_swiglu_mx_quant": npu_swiglu_mx_quant,

@@ -9,6 +9,10 @@ DynamicBlockMxQuant, and the dequantiser AntiMxQuant; the format itself (scales,
 * DynamicBlockMxQuant: one scale per 32 x 32 block of the last two dims, broadcast to scale1 (laid out as a
   last-axis mxscale) and scale2 (as an axis -2 mxscale).
 
+* GroupedDynamicMxQuant (aclnnGroupedDynamicMxQuant doc, arch35 kernel): 2-D x, rows grouped by group_index
+  (cumulative ends, non-decreasing, the last = rows); each group MX-quantised along dim 0 in blocks of 32 from its
+  own first row; group g's scale pairs start at row ``start // 64 + g`` of mxscale [rows // 64 + groups, n, 2]
+  (the kernel's scaleOffset). Rows of mxscale no group writes are left undefined by CANN: zeros here.
 * AntiMxQuant (aclnnAntiMxQuant doc): ``y = x * 2^(mxscale - 127)`` per block of 32 along ``axis`` (the mxscale
   layout above), in float32 (exact), then rounded to dst_type; the NaN scale 0xFF gives NaN.
 
@@ -201,3 +205,37 @@ def anti_mx_quant(x, mxscale, *, axis, dst_type):
     if not -x.dim() <= axis < x.dim():
         refuse(f"axis={axis} is out of range for x of rank {x.dim()}")
     return anti_mx(values, mxscale.view(torch.uint8), axis).to(dst)
+
+
+def grouped_mx(x, group_index, fmt, round_mode, scale_alg, blocksize):
+    """GroupedDynamicMxQuant's (elements, mxscale codes uint8 [rows // 64 + groups, n, 2])."""
+    _dtype(x, _HALF)
+    check_modes(fmt, round_mode, scale_alg)
+    if x.dim() != 2 or group_index.dim() != 1 or group_index.dtype not in (torch.int32, torch.int64):
+        refuse(f"x must be 2-D and group_index 1-D int32; got {list(x.shape)}, {group_index.dtype}"
+               f"{list(group_index.shape)}")
+    if blocksize != 32:
+        refuse(f"blocksize={blocksize}: CANN supports 32")
+    check_fp4_last_dim(x, fmt)
+    ends = [int(v) for v in group_index.tolist()]
+    if any(e < 0 for e in ends) or ends != sorted(ends) or not ends or ends[-1] != x.shape[0]:
+        refuse(f"group_index {ends} must be non-negative, non-decreasing and end at x's {x.shape[0]} rows")
+    values = torch.zeros(x.shape, dtype=torch.float64)
+    scales = torch.zeros(x.shape[0] // 64 + len(ends), x.shape[1], 2, dtype=torch.uint8)
+    start = 0
+    for g, end in enumerate(ends):
+        if end > start:
+            result = mx.quantize_blocks(x[start:end], 0, 32, fmt, round_mode, scale_alg)
+            values[start:end] = result.values
+            pairs = mx.scale_layout(result.codes, 0)
+            scales[start // 64 + g:start // 64 + g + pairs.shape[0]] = pairs
+        start = end
+    return mx.element_output(values, fmt), scales
+
+
+@ge_kernel("GroupedDynamicMxQuant")
+def grouped_dynamic_mx_quant(x, group_index, *, round_mode, dst_type, blocksize, scale_alg, dst_type_max):
+    fmt = mx.element_format("dst_type", dst_type)
+    check_modes(fmt, round_mode, scale_alg, dst_type_max)
+    y, scales = grouped_mx(x, group_index, fmt, round_mode, scale_alg, blocksize)
+    return as_ge(y, fmt), as_e8m0(scales)
