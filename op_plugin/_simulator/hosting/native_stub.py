@@ -124,14 +124,28 @@ class TorchNpuGraphBase:
         # TorchAir's data dump (dump_config), honoured by op_plugin/_simulator/hosting/data_dump.py
         from .data_dump import dumping  # pylint: disable=import-outside-toplevel
 
-        with dumping(self, inputs):
+        with dumping(self, inputs), _outside_python_dispatch_modes():
             outputs = self._plan.run(list(inputs))
-        # An assigned output is an input tensor that GE writes the result into (output aliases input).
-        for index, target in enumerate(assigned_outputs or ()):
-            if target is not None:
-                target.copy_(outputs[index])
-                outputs[index] = target
+            # An assigned output is an input tensor that GE writes the result into (output aliases input).
+            for index, target in enumerate(assigned_outputs or ()):
+                if target is not None:
+                    target.copy_(outputs[index])
+                    outputs[index] = target
         return outputs
+
+
+def _outside_python_dispatch_modes():
+    """On an NPU the GE graph runs in the native runtime, below torch's dispatcher: a Python dispatch
+    mode active around the compiled call (a user's, or AOT autograd's custom-op aliasing check, which
+    wraps the first call of every compiled function) never sees its kernels. The simulator's kernels
+    are aten calls, so the modes are set aside while the graph runs; without that, each of them went
+    through AOT's check in Python on the first call (issue 28: ~30% of a 2-layer model's first run).
+    No mode active (every later call): nothing to do."""
+    if not torch._C._len_torch_dispatch_stack() and not torch._ops._len_torch_dispatch_stack_pre_dispatch():  # pylint: disable=protected-access
+        return contextlib.nullcontext()
+    from torch.utils._python_dispatch import _disable_current_modes  # pylint: disable=import-outside-toplevel
+
+    return _disable_current_modes()
 
 
 # A native method is opaque to dynamo: called from code dynamo is tracing (a compiled function that
