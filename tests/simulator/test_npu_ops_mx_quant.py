@@ -79,6 +79,17 @@ def test_zero_block_and_cublas_scale_by_hand():
     assert scale[0, 0, 0].item() == 127 or scale[0, 0, 0].item() == 128  # 448 * fl(1/448) rounds to 1 -/+ 1 ulp
 
 
+@pytest.mark.parametrize("dst_type_max,scales,first_bytes", [
+    (0.0, [125, 126, 126, 126], [0x17, 0x05, 0x06, 0x06]),   # code up when amax > 1.5 * 2^e (6 = 1.5 * 4)
+    (7.0, [125, 125, 125, 126], [0x17, 0x17, 0x07, 0x06]),   # up when amax > 1.75 * 2^e; 7 saturates to 6
+])
+def test_scale_alg_2_dynamic_dtype_range_by_hand(dst_type_max, scales, first_bytes):
+    rows = [[1.5, 0.1], [1.51, 0.1], [1.75, 0.0], [1.8, 0.0]]   # bf16: 1.5078 and 1.7969 for the last two
+    x = torch.cat([_row(r) for r in rows])
+    y, scale = npu.npu_dynamic_mx_quant(x, scale_alg=2, dst_type_max=dst_type_max)
+    assert scale[:, 0, 0].tolist() == scales and y[:, 0].tolist() == first_bytes
+
+
 # ---- loop oracle ------------------------------------------------------------------------------------------
 
 def _oracle_block(values, emax, grid, max_value):
@@ -151,6 +162,7 @@ def _compiled_equals_eager(fn, *args, ge_type):
 @pytest.mark.parametrize("kwargs", [
     {}, {"axis": -2}, {"round_mode": "floor"}, {"round_mode": "round", "block_size": 64},
     {"dst_type": E4M3FN}, {"dst_type": E5M2, "axis": 0}, {"dst_type": E4M3FN, "scale_alg": 1},
+    {"scale_alg": 2, "dst_type_max": 7.0},
 ])
 @pytest.mark.parametrize("dtype", (F16, BF16))
 def test_dynamic_mx_quant_compiled(kwargs, dtype):
@@ -295,8 +307,10 @@ def test_dynamic_shapes_compile_once():
 def test_refusals_name_the_op_and_case():
     with pytest.raises(ValueError, match="npu_rms_norm_dynamic_mx_quant.*last dim even"):
         npu.npu_rms_norm_dynamic_mx_quant(torch.randn(4, 3).half(), torch.rand(3).half())
-    with pytest.raises(ValueError, match="npu_dynamic_mx_quant.*scale_alg=2"):
-        npu.npu_dynamic_mx_quant(torch.randn(2, 32).half(), scale_alg=2)
+    with pytest.raises(ValueError, match="npu_dynamic_mx_quant.*dst_type_max=9.0 with scale_alg=2"):
+        npu.npu_dynamic_mx_quant(torch.randn(2, 32).half(), scale_alg=2, dst_type_max=9.0)
+    with pytest.raises(ValueError, match="npu_dynamic_block_mx_quant.*scale_alg=2"):
+        npu.npu_dynamic_block_mx_quant(torch.randn(32, 32).half(), scale_alg=2)
     with pytest.raises(ValueError, match="npu_dynamic_mx_quant.*inf/NaN"):
         npu.npu_dynamic_mx_quant(torch.tensor([[float("inf")] * 32]).half())
     with pytest.raises(ValueError, match="npu_dynamic_mx_quant.*round_mode"):

@@ -37,7 +37,7 @@ def npu_dynamic_mx_quant(input, *, axis=-1, round_mode="rint", dst_type=296, blo
     fmt = element_format("npu_dynamic_mx_quant", dst_type)
     scale_alg = 0 if scale_alg is None else scale_alg
     ops.check_dynamic_args(input, axis, fmt, round_mode, block_size, scale_alg, dst_type_max, max_low_bound)
-    elements, codes = ops.mx_along(input, axis, block_size, fmt, round_mode, scale_alg, max_low_bound)
+    elements, codes = ops.mx_along(input, axis, block_size, fmt, round_mode, scale_alg, max_low_bound, dst_type_max)
     return eager_elements(elements, fmt), codes
 
 

@@ -13,6 +13,11 @@ torch_npu's ops (``npu/quant_mx.py``); it lives here because the interpreter may
 * scale_alg 1 (cuBLAS, fp8 only): ``S = max(amax, max_low_bound) * float32(1 / Amax(dtype))``; its float32
   exponent field E is raised by one when the mantissa is nonzero (normal S, E < 254) or above one half
   (subnormal S); code E, elements times ``2^(127 - E)``; an all-zero block gets code 0 and zero elements.
+* scale_alg 2 ("dynamic dtype range", fp4 e2m1, dst_type_max 0/6 or 7; the arch35 kernel's bf16 arithmetic):
+  amax of the block in bfloat16 (round half to even); its exponent field is raised by one when its 7-bit mantissa
+  exceeds 0x40 (dst_type_max 0/6: amax > 1.5 * 2^e) or 0x60 (7: amax > 1.75 * 2^e); code = field - emax, 0
+  (a zeroed block) when the field is below emax. The docs' ``S = amax / dst_type_max`` rounded up to a power
+  of two, with the bf16 rounding of amax made explicit.
 * element casts: fp8 round half to even and saturate to +-max (the kernels' ``SatMode::SAT`` cast); fp4 has
   no inf/NaN: rounded onto its grid with round_mode (rint half to even, round half away from zero, floor
   toward -inf), then saturated to +-max; the sign of a zero is kept (the kernels' -0 select).
@@ -99,6 +104,17 @@ def cublas_codes(blocks: torch.Tensor, fmt: ElementFormat, max_low_bound: float)
     return torch.where(amax == 0, torch.zeros_like(field), field + up.long())
 
 
+_DYNAMIC_RANGE_ADD = {0.0: 0x3F, 6.0: 0x3F, 7.0: 0x1F}   # the kernel's BF16_ADD_VALUE_MAN1 / MAN2
+
+
+def dynamic_range_codes(blocks: torch.Tensor, fmt: ElementFormat, dst_type_max: float) -> torch.Tensor:
+    """scale_alg 2: e8m0 codes (int64) of float32 blocks (fp4 e2m1, dst_type_max 0, 6 or 7)."""
+    bits = blocks.abs().amax(dim=-1).to(torch.bfloat16).view(torch.int16).long() & 0xFFFF
+    field = bits >> 7
+    raised = ((bits + _DYNAMIC_RANGE_ADD[float(dst_type_max)]) & 0x7F80) >> 7
+    return torch.where(field < fmt.emax, torch.zeros_like(field), torch.clamp(raised, min=fmt.emax) - fmt.emax)
+
+
 def reciprocal(codes: torch.Tensor, zero_code_zeroes: bool) -> torch.Tensor:
     """float32 2^(127 - code); code 0 gives 0 when the kernel zeroes such a block (OCP), else 2^127."""
     recip = torch.pow(torch.tensor(2.0, dtype=torch.float64), 127 - codes.double()).float()
@@ -157,13 +173,13 @@ class MxResult:
 
 
 def quantize_blocks(x: torch.Tensor, axis: int, block: int, fmt: ElementFormat, round_mode: str,
-                    scale_alg: int = 0, max_low_bound: float = 0.0) -> MxResult:
+                    scale_alg: int = 0, max_low_bound: float = 0.0, dst_type_max: float = 0.0) -> MxResult:
     """MX-quantise x along `axis` in blocks of `block` elements."""
     moved = x.movedim(axis, -1)
     blocks = _blocks_last(moved, block)
     _refuse_non_finite(blocks)
-    if scale_alg == 0:
-        codes = ocp_codes(blocks, fmt)
+    if scale_alg in (0, 2):
+        codes = ocp_codes(blocks, fmt) if scale_alg == 0 else dynamic_range_codes(blocks, fmt, dst_type_max)
         recip = reciprocal(codes, zero_code_zeroes=True)
     else:
         codes = cublas_codes(blocks, fmt, max_low_bound)

@@ -17,9 +17,9 @@ DynamicBlockMxQuant, and the dequantiser AntiMxQuant; the format itself (scales,
   layout above), in float32 (exact), then rounded to dst_type; the NaN scale 0xFF gives NaN.
 
 fp4 outputs are carried one 4-bit code per byte as torch.float4_e2m1fn_x2 (``_ge/values.py``); TorchAir's
-converters pack them with Bitcast. Refused by name: scale_alg 2 (the "dynamic dtype range" scale, whose
-kernel arithmetic on bf16 bits the docs do not give), dst_type_max / max_low_bound outside the modes that
-take them, float4_e1m2 in a graph (no torch dtype carries DT_FLOAT4_E1M2 between nodes).
+converters pack them with Bitcast. Refused by name: scale_alg 2 outside DynamicMxQuant and with a
+dst_type_max other than 0/6/7 (kernel paths not read), max_low_bound outside scale_alg 1, float4_e1m2 in a
+graph (no torch dtype carries DT_FLOAT4_E1M2 between nodes).
 """
 from __future__ import annotations
 
@@ -52,17 +52,25 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 _HALF = (torch.float16, torch.bfloat16)
 
 
-def check_modes(fmt, round_mode, scale_alg, dst_type_max=0.0, max_low_bound=0.0, scale_algs=(0, 1, 2)):
-    """The attr combinations CANN's MX quant docs allow, else a refusal naming the attr."""
+def check_modes(fmt, round_mode, scale_alg, dst_type_max=0.0, max_low_bound=0.0, scale_algs=(0, 1, 2),
+                alg2_simulated=False):
+    """The attr combinations CANN's MX quant docs and tiling checks allow, else a refusal naming the attr.
+    dst_type_max (0, or 6 to 12) takes effect with scale_alg 2 only, as in the kernels."""
     mx.check_round_mode(fmt, round_mode)
     if scale_alg not in scale_algs:
         refuse(f"scale_alg={scale_alg} is not one of {list(scale_algs)}")
-    if scale_alg == 2:
-        refuse("scale_alg=2 (dynamic dtype range) is not simulated: its bf16-bit arithmetic is not in CANN's docs")
     if scale_alg == 1 and fmt.torch_dtype is None:
         refuse("scale_alg=1 (cuBLAS scale) applies to fp8 outputs only")
-    if float(dst_type_max) != 0.0:
-        refuse(f"dst_type_max={dst_type_max} takes effect with scale_alg=2 only (not simulated)")
+    if not (float(dst_type_max) == 0.0 or 6.0 <= float(dst_type_max) <= 12.0):
+        refuse(f"dst_type_max={dst_type_max} must be 0.0 or within [6.0, 12.0]")
+    if scale_alg == 2:
+        if not alg2_simulated:
+            refuse("scale_alg=2 (dynamic dtype range) is simulated for DynamicMxQuant only (this op's kernel not read)")
+        if fmt is not mx.E2M1:
+            refuse("scale_alg=2 applies to float4_e2m1 outputs only")
+        if float(dst_type_max) not in (0.0, 6.0, 7.0):
+            refuse(f"dst_type_max={dst_type_max} with scale_alg=2: only 0, 6 and 7 (the kernel's bf16 rounding) "
+                   "are simulated; other values take a cuBLAS-style path whose constants are not documented")
     if float(max_low_bound) != 0.0 and scale_alg != 1:
         refuse(f"max_low_bound={max_low_bound} is valid with scale_alg=1 only (must be 0.0 otherwise)")
     if float(max_low_bound) < 0:
@@ -74,9 +82,9 @@ def check_fp4_last_dim(x, fmt):
         refuse(f"an fp4 output needs x's last dim even (two per byte); x has shape {list(x.shape)}")
 
 
-def mx_along(x, axis, block, fmt, round_mode, scale_alg=0, max_low_bound=0.0):
+def mx_along(x, axis, block, fmt, round_mode, scale_alg=0, max_low_bound=0.0, dst_type_max=0.0):
     """(elements, mxscale codes uint8 in CANN's layout) of x quantised along axis."""
-    result = mx.quantize_blocks(x, axis, block, fmt, round_mode, scale_alg, max_low_bound)
+    result = mx.quantize_blocks(x, axis, block, fmt, round_mode, scale_alg, max_low_bound, dst_type_max)
     return mx.element_output(result.values, fmt), mx.scale_layout(result.codes, axis)
 
 
@@ -118,7 +126,9 @@ def _dtype(x, allowed):
 
 def check_dynamic_args(x, axis, fmt, round_mode, block_size, scale_alg, dst_type_max, max_low_bound):
     _dtype(x, _FLOATS)
-    check_modes(fmt, round_mode, scale_alg, dst_type_max, max_low_bound)
+    check_modes(fmt, round_mode, scale_alg, dst_type_max, max_low_bound, alg2_simulated=True)
+    if scale_alg == 2 and (block_size != 32 or x.dtype == torch.float32):
+        refuse("scale_alg=2 takes block_size 32; a float32 x with it is not simulated (its kernel path not read)")
     if not -x.dim() <= axis < x.dim():
         refuse(f"axis={axis} is out of range for x of rank {x.dim()}")
     if block_size <= 0 or block_size % 32 or block_size > 1024:
@@ -148,7 +158,7 @@ def check_block_args(x, fmt, round_mode, scale_alg, dst_type_max):
 def dynamic_mx_quant(x, *, axis, round_mode, dst_type, blocksize, scale_alg, dst_type_max, max_low_bound):
     fmt = mx.element_format("dst_type", dst_type)
     check_dynamic_args(x, axis, fmt, round_mode, blocksize, scale_alg, dst_type_max, max_low_bound)
-    y, codes = mx_along(x, axis, blocksize, fmt, round_mode, scale_alg, max_low_bound)
+    y, codes = mx_along(x, axis, blocksize, fmt, round_mode, scale_alg, max_low_bound, dst_type_max)
     return as_ge(y, fmt), as_e8m0(codes)
 
 
