@@ -8,10 +8,10 @@ example, in one fresh process per model (one intra-op thread):
   npugraph walking the plan's steps one by one as the executor did before the program (reproduced
   here as `_step_walk`), timed in alternating rounds; medians, ratios against eager from the same rounds;
 * per GE type: the summed CPU time of that type's kernels (or fast calls) in one call (the calling
-  thread's CPU time around each, so other processes' load barely shows; the timer adds ~0.5 us per node), next to eager's aten ops in one call
-  (torch.profiler self CPU time per op, divided by the calls) and the simulator's aten ops under the
-  same profiler: an aten op the simulator calls more often than eager, or a copy/cast eager does not
-  make, is a kernel slower than its eager counterpart.
+  thread's CPU time around each, so other processes' load barely shows; the timer adds ~0.5 us per
+  node), next to eager's aten ops in one call (torch.profiler self CPU time per op, divided by the
+  calls) and the simulator's aten ops under the same profiler: an aten op the simulator calls more
+  often than eager, or a copy/cast eager does not make, is a kernel slower than its eager counterpart.
 """
 from __future__ import annotations
 
@@ -60,6 +60,47 @@ def _step_walk(plan, folded: dict):
     return walk
 
 
+def per_type_cpu(plans: dict, call, calls: int) -> tuple[dict, dict]:
+    """({GE type: CPU us per call}, {GE type: unfolded nodes}) over `calls` calls of `call`, with a timer
+    (the calling thread's CPU time) around every unfolded node's kernel or fast call of the verified
+    programs of `plans` (plan -> the inputs of one of its calls). The programs are rebuilt with the timers
+    and stay so: profile last."""
+    import time
+
+    from op_plugin._simulator.interpreter.binding import BoundKernel
+    from op_plugin._simulator.interpreter.executor.program import build_program
+
+    per_type: dict[str, float] = {}
+    nodes: dict[str, int] = {}
+
+    def timed(fn, op_type):
+        def wrapper(*a, **k):
+            start = time.thread_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                per_type[op_type] = per_type.get(op_type, 0.0) + time.thread_time() - start
+        return wrapper
+
+    for p in plans:
+        for step in p._unfolded_steps:
+            nodes[step.op.type] = nodes.get(step.op.type, 0) + 1
+            kernel = step.kernel
+            if isinstance(kernel, BoundKernel):
+                step.kernel = BoundKernel(timed(kernel.unchecked, step.op.type), kernel.kwargs, kernel.groups,
+                                          kernel.where)
+            else:
+                step.kernel = timed(kernel, step.op.type)
+        for signature, verified in list((p._verified or {}).items()):
+            fast = {step: timed(fn, step.op.type) for step, fn in verified.fast.items()}
+            p._verified[signature] = verified._replace(program=build_program(p, plans[p], verified.folded, fast))
+    call()
+    per_type.clear()
+    for _ in range(calls):
+        call()
+    return {t: v / calls * 1e6 for t, v in per_type.items()}, nodes
+
+
 def child(payload: dict) -> dict:
     import time
 
@@ -68,7 +109,6 @@ def child(payload: dict) -> dict:
     torch.set_num_threads(payload.get("threads", 1))
     import op_plugin  # noqa: F401
     from op_plugin._simulator import load_torchair
-    from op_plugin._simulator.interpreter.binding import BoundKernel
     from op_plugin._simulator.interpreter.executor import plan as plan_module
     from op_plugin._simulator.interpreter.executor.program import build_program
 
@@ -119,39 +159,8 @@ def child(payload: dict) -> dict:
         use("program")
         fast_nodes = sum(len(v["program"].fast) for v in variants.values())
 
-        # per GE type: wrap every unfolded step's kernel (or fast call) with a timer, rebuild the programs
-        per_type: dict[str, float] = {}
-        nodes: dict[str, int] = {}
-
-        def timed(fn, op_type):
-            def wrapper(*a, **k):
-                start = time.thread_time()
-                try:
-                    return fn(*a, **k)
-                finally:
-                    per_type[op_type] = per_type.get(op_type, 0.0) + time.thread_time() - start
-            return wrapper
-
-        for p in plans:
-            for step in p._unfolded_steps:
-                nodes[step.op.type] = nodes.get(step.op.type, 0) + 1
-                kernel = step.kernel
-                if isinstance(kernel, BoundKernel):
-                    wrapped = BoundKernel(timed(kernel.unchecked, step.op.type), kernel.kwargs, kernel.groups,
-                                          kernel.where)
-                else:
-                    wrapped = timed(kernel, step.op.type)
-                step.kernel = wrapped
-        for (p, signature), variant in variants.items():
-            verified = variant["program"]
-            fast = {step: timed(fn, step.op.type) for step, fn in verified.fast.items()}
-            p._verified[signature] = verified._replace(program=build_program(p, plans[p], verified.folded, fast))
+        ge_us, nodes = per_type_cpu(plans, call["npugraph"], payload["profile_calls"])
         calls = payload["profile_calls"]
-        call["npugraph"]()
-        per_type.clear()
-        for _ in range(calls):
-            call["npugraph"]()
-        ge_us = {t: v / calls * 1e6 for t, v in per_type.items()}
         aten = {}
         for mode in ("eager", "npugraph"):
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:

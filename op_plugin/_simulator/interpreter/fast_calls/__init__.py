@@ -17,8 +17,8 @@ cover the case (the kernel then runs as before).
 (a Const, a folded node's output or a small integer graph input, which the signature holds by value).
 
 Trust is not assumed: on the first call the executor runs the fast call on the very arguments the
-kernel just ran on and requires the same outputs bit for bit (dtype, shape, strides, every byte,
-memory shared with an input or not); a difference is an error naming the node
+kernel just ran on and requires the same outputs bit for bit (dtype, shape, strides of the dims longer
+than 1, every byte, memory shared with an input or not); a difference is an error naming the node
 (`verify_fast_call`). Kernels replaced at run time (`register_ge_kernel(..., replace=True)`) have
 no specialiser: they are looked up by function, not by op type.
 """
@@ -76,7 +76,7 @@ def _difference(want, have, input_storages: set) -> str:
     if not isinstance(have, torch.Tensor):
         return f"a {type(have).__name__}, not a tensor"
     for what, a, b in (("dtype", want.dtype, have.dtype), ("shape", want.shape, have.shape),
-                       ("strides", want.stride(), have.stride())):
+                       ("strides", _layout(want), _layout(have))):
         if a != b:
             return f"{what} {b} where the kernel gives {a}"
     if want.numel() and (_storage(want) in input_storages) != (_storage(have) in input_storages):
@@ -84,6 +84,11 @@ def _difference(want, have, input_storages: set) -> str:
     if want.numel() and not torch.equal(_bits(want), _bits(have)):
         return "values differ"
     return ""
+
+
+def _layout(tensor: torch.Tensor) -> tuple:
+    """The strides that place elements: those of dims longer than 1 (a size-1 dim's stride is arbitrary)."""
+    return tuple(stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True) if size > 1)
 
 
 def _bits(tensor: torch.Tensor) -> torch.Tensor:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels.common import fresh, int_list
+from ..kernels.common import VIEWS_ALLOWED, fresh, int_list
 from . import specialises
 
 _WIDE = (torch.float32, torch.float64)
+_PLAIN = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int8,
+                    torch.uint8, torch.bool})
+_CONTIGUOUS = torch.contiguous_format
 
 
 def _matmul_call(x1, x2, bias, transpose_x1, transpose_x2):
@@ -82,4 +85,8 @@ def reshape(x, shape, *, axis, num_axes):
     if axis != 0 or num_axes != -1:
         return None
     dims = int_list(shape)
-    return lambda x, shape: fresh(x.reshape(dims))
+    if x.dtype not in _PLAIN:
+        return lambda x, shape: fresh(x.reshape(dims))
+    if VIEWS_ALLOWED.get():  # fixed per plan: `fresh` is then contiguous() (a view where x's layout allows)
+        return lambda x, shape: x.reshape(dims).contiguous()
+    return lambda x, shape: x.reshape(dims).clone(memory_format=_CONTIGUOUS)  # `fresh`: a buffer of its own
