@@ -61,6 +61,9 @@ def test_dtype_tables_agree_with_torchair(torchair):
     for number, dtype in GE_TO_TORCH.items():
         if dtype is torch.complex32 or dtype in (torch.uint16, torch.uint32, torch.uint64):
             continue  # torch_type_to_ge_type has no entry for these
+        if dtype is torch.int4:   # the simulator's carrier of DT_INT4 (one value per byte); TorchAir types it quint4x2
+            assert torch_type_to_ge_type(torch.quint4x2) == number
+            continue
         assert torch_type_to_ge_type(dtype) == number, dtype
         assert PROTO_TO_TORCH[_ge_dtype_to_ge_proto_dtype(number)] == dtype
     assert DataType.DT_FLOAT == 0 and DataType.DT_BF16 == 27

@@ -395,3 +395,12 @@ def test_add_rms_norm_dynamic_quant_int4_compiled(two):
     check_compiled(lambda a, b, g, s1, s2: npu.npu_add_rms_norm_dynamic_quant(
         a, b, g, smooth_scale1=s1, smooth_scale2=s2 if two else None, y_dtype=torch.quint4x2), args,
         ["AddRmsNormDynamicQuant", "Bitcast"])
+
+
+def test_cast_to_fp8_rounds_in_range_and_refuses_what_the_saturation_mode_decides():
+    x = torch.tensor([1.0625, -448.0, 2.0 ** -10, 3 * 2.0 ** -10])   # ties to even: 1.0, 0, 2^-8
+    (got,) = run_node("Cast", [x], [(E4M3, [4])], dst_type=36)
+    assert got.view(torch.uint8).tolist() == [0x38, 0xFE, 0x00, 0x02]
+    for bad in (500.0, float("inf"), float("nan")):
+        with pytest.raises(Exception, match="saturation mode"):
+            run_node("Cast", [torch.tensor([bad])], [(E4M3, [1])], dst_type=36)

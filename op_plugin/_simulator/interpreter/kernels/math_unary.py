@@ -147,6 +147,22 @@ def nan_to_num(x, *, nan, posinf, neginf):
     return torch.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
 
 
+_FP8_LARGEST = {torch.float8_e5m2: 57344.0, torch.float8_e4m3fn: 448.0}
+
+
 @ge_kernel("Cast")
 def cast(x, *, dst_type):
-    return x.to(attr_dtype("dst_type", dst_type))
+    """x as dst_type. To fp8 only values within the format's range: CANN's Cast rounds them half to even, but what
+    it writes for a value beyond the range, inf or NaN depends on the core's saturation mode (CTRL register),
+    which the Cast kernel leaves as it finds it (ops-math cast_impl.h). int4 (one value per byte) casts out only."""
+    dtype = attr_dtype("dst_type", dst_type)
+    if x.dtype == torch.int4:
+        x = x.view(torch.int8)
+    if dtype == torch.int4:
+        refuse("Cast to DT_INT4 is not simulated (its rounding and saturation are not documented)")
+    if dtype in _FP8_LARGEST and x.numel():
+        wide = x.double()
+        if not bool(torch.isfinite(wide).all()) or float(wide.abs().max()) > _FP8_LARGEST[dtype]:
+            refuse(f"Cast to {dtype} of inf, NaN or a value beyond {_FP8_LARGEST[dtype]}: CANN's result depends on "
+                   "the core's saturation mode, which Cast does not set")
+    return x.to(dtype)
