@@ -404,3 +404,14 @@ def test_cast_to_fp8_rounds_in_range_and_refuses_what_the_saturation_mode_decide
     for bad in (500.0, float("inf"), float("nan")):
         with pytest.raises(Exception, match="saturation mode"):
             run_node("Cast", [torch.tensor([bad])], [(E4M3, [1])], dst_type=36)
+
+
+@pytest.mark.usefixtures("torchair")
+def test_kronecker_quant_factor_is_seven_over_clip_then_over_max():
+    # max 56, clip 0.6: (7 / 0.6) / 56 and 7 / (0.6 * 56) differ in float32's last bit, and -26.390625 times
+    # them rounds (through float16) to -6 and -5: the kernel's order (flat_quant_vec.h) gives -6
+    x = torch.tensor([[[56.0, -26.390625, 0, 0, 0, 0, 0, 0]]], dtype=F16)
+    out, _ = npu.npu_kronecker_quant(x, torch.eye(1, dtype=F16), torch.eye(8, dtype=F16), 0.6)
+    assert unpack_int4(out).tolist() == [[[7, -6, 0, 0, 0, 0, 0, 0]]]
+    check_compiled(lambda a, p, q: npu.npu_kronecker_quant(a, p, q, 0.6),
+                   (x, torch.eye(1, dtype=F16), torch.eye(8, dtype=F16)), "FlatQuant")
