@@ -170,6 +170,14 @@ def test_dynamic_mx_quant_compiled(kwargs, dtype):
     _compiled_equals_eager(lambda t: npu.npu_dynamic_mx_quant(t, **kwargs), x, ge_type="DynamicMxQuant")
 
 
+def test_block_scale_alg_2_by_hand():
+    x = torch.zeros(32, 64, dtype=BF16)
+    x[3, 5], x[40 % 32, 40] = 1.51, 1.5      # tile (0, 0) max 1.5078 -> raised; tile (0, 1) max 1.5 -> not
+    y, scale1, scale2 = _compiled_equals_eager(lambda t: npu.npu_dynamic_block_mx_quant(t, scale_alg=2), x,
+                                               ge_type="DynamicBlockMxQuant")
+    assert scale1[0, 0].tolist() == [126, 125] and scale2[0, 5].tolist() == [126, 0]
+
+
 @pytest.mark.parametrize("dst_type", (E2M1, E4M3FN))
 def test_dual_axis_and_block_compiled(dst_type):
     x = torch.randn(40, 70).to(BF16)
@@ -309,8 +317,8 @@ def test_refusals_name_the_op_and_case():
         npu.npu_rms_norm_dynamic_mx_quant(torch.randn(4, 3).half(), torch.rand(3).half())
     with pytest.raises(ValueError, match="npu_dynamic_mx_quant.*dst_type_max=9.0 with scale_alg=2"):
         npu.npu_dynamic_mx_quant(torch.randn(2, 32).half(), scale_alg=2, dst_type_max=9.0)
-    with pytest.raises(ValueError, match="npu_dynamic_block_mx_quant.*scale_alg=2"):
-        npu.npu_dynamic_block_mx_quant(torch.randn(32, 32).half(), scale_alg=2)
+    with pytest.raises(ValueError, match="npu_dynamic_mx_quant_with_dual_axis.*scale_alg=2"):
+        npu.npu_dynamic_mx_quant_with_dual_axis(torch.randn(32, 32).half(), scale_alg=2)
     with pytest.raises(ValueError, match="npu_dynamic_mx_quant.*inf/NaN"):
         npu.npu_dynamic_mx_quant(torch.tensor([[float("inf")] * 32]).half())
     with pytest.raises(ValueError, match="npu_dynamic_mx_quant.*round_mode"):

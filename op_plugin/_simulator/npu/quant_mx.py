@@ -54,7 +54,7 @@ def npu_dynamic_mx_quant_with_dual_axis(input, *, round_mode="rint", dst_type=29
 def npu_dynamic_block_mx_quant(input, *, round_mode="rint", dst_type=296, scale_alg=0, dst_type_max=0.0):
     fmt = element_format("npu_dynamic_block_mx_quant", dst_type)
     ops.check_block_args(input, fmt, round_mode, scale_alg, dst_type_max)
-    y, scale1, scale2 = ops.block_mx(input, fmt, round_mode)
+    y, scale1, scale2 = ops.block_mx(input, fmt, round_mode, scale_alg, dst_type_max)
     return eager_elements(y, fmt), scale1, scale2
 
 

@@ -17,7 +17,7 @@ DynamicBlockMxQuant, and the dequantiser AntiMxQuant; the format itself (scales,
   layout above), in float32 (exact), then rounded to dst_type; the NaN scale 0xFF gives NaN.
 
 fp4 outputs are carried one 4-bit code per byte as torch.float4_e2m1fn_x2 (``_ge/values.py``); TorchAir's
-converters pack them with Bitcast. Refused by name: scale_alg 2 outside DynamicMxQuant and with a
+converters pack them with Bitcast. Refused by name: scale_alg 2 outside DynamicMxQuant / DynamicBlockMxQuant and with a
 dst_type_max other than 0/6/7 (kernel paths not read), max_low_bound outside scale_alg 1, float4_e1m2 in a
 graph (no torch dtype carries DT_FLOAT4_E1M2 between nodes).
 """
@@ -65,7 +65,7 @@ def check_modes(fmt, round_mode, scale_alg, dst_type_max=0.0, max_low_bound=0.0,
         refuse(f"dst_type_max={dst_type_max} must be 0.0 or within [6.0, 12.0]")
     if scale_alg == 2:
         if not alg2_simulated:
-            refuse("scale_alg=2 (dynamic dtype range) is simulated for DynamicMxQuant only (this op's kernel not read)")
+            refuse("scale_alg=2 (dynamic dtype range) is simulated for DynamicMxQuant and DynamicBlockMxQuant only")
         if fmt is not mx.E2M1:
             refuse("scale_alg=2 applies to float4_e2m1 outputs only")
         if float(dst_type_max) not in (0.0, 6.0, 7.0):
@@ -88,8 +88,9 @@ def mx_along(x, axis, block, fmt, round_mode, scale_alg=0, max_low_bound=0.0, ds
     return mx.element_output(result.values, fmt), mx.scale_layout(result.codes, axis)
 
 
-def block_mx(x, fmt, round_mode):
-    """DynamicBlockMxQuant's (elements, scale1, scale2): one OCP scale per 32 x 32 block of the last two dims."""
+def block_mx(x, fmt, round_mode, scale_alg=0, dst_type_max=0.0):
+    """DynamicBlockMxQuant's (elements, scale1, scale2): one scale per 32 x 32 block of the last two dims (OCP, or
+    scale_alg 2 as DynamicMxQuant's: the test golden of ops-nn's dynamic_block_mx_quant computes it alike)."""
     rows, cols = x.shape[-2], x.shape[-1]
     rb, cb = -(-rows // 32), -(-cols // 32)
     wide = torch.nn.functional.pad(x.float(), (0, cb * 32 - cols, 0, rb * 32 - rows))
@@ -97,7 +98,7 @@ def block_mx(x, fmt, round_mode):
     flat = tiles.flatten(-2)
     if not bool(torch.isfinite(flat).all()):
         refuse("x holds inf/NaN: CANN writes the NaN scale 0xFF and leaves that block's elements undefined")
-    codes = mx.ocp_codes(flat, fmt)                                          # [..., rb, cb]
+    codes = mx.ocp_codes(flat, fmt) if scale_alg == 0 else mx.dynamic_range_codes(flat, fmt, dst_type_max)
     scaled = flat * mx.reciprocal(codes, zero_code_zeroes=True).unsqueeze(-1)
     values = mx.round_to_grid(scaled, fmt, round_mode).reshape(tiles.shape).movedim(-2, -3)
     values = values.reshape(*x.shape[:-2], rb * 32, cb * 32)[..., :rows, :cols]
@@ -148,7 +149,7 @@ def check_dual_axis_args(x, fmt, round_mode, scale_alg, dst_type_max):
 
 def check_block_args(x, fmt, round_mode, scale_alg, dst_type_max):
     _dtype(x, _HALF)
-    check_modes(fmt, round_mode, scale_alg, dst_type_max, scale_algs=(0, 2))
+    check_modes(fmt, round_mode, scale_alg, dst_type_max, scale_algs=(0, 2), alg2_simulated=True)
     if x.dim() not in (2, 3):
         refuse(f"x must be 2-D or 3-D (CANN's doc); got shape {list(x.shape)}")
     check_fp4_last_dim(x, fmt)
@@ -175,7 +176,7 @@ def dynamic_mx_quant_with_dual_axis(x, *, round_mode, dst_type, scale_alg, dst_t
 def dynamic_block_mx_quant(x, *, round_mode, dst_type, scale_alg, dst_type_max):
     fmt = mx.element_format("dst_type", dst_type)
     check_block_args(x, fmt, round_mode, scale_alg, dst_type_max)
-    y, scale1, scale2 = block_mx(x, fmt, round_mode)
+    y, scale1, scale2 = block_mx(x, fmt, round_mode, scale_alg, dst_type_max)
     return as_ge(y, fmt), as_e8m0(scale1), as_e8m0(scale2)
 
 
