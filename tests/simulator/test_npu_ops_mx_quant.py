@@ -232,6 +232,27 @@ def test_swiglu_mx_quant(kwargs):
     assert (torch.tensor(_nibbles(y)) == codes.reshape(-1)).float().mean() > 0.99
 
 
+def test_swiglu_mx_quant_group_index():
+    x = torch.randn(128, 64).half()
+    counts = torch.tensor([10, 0, 54, 64])
+    y, mxscale = _compiled_equals_eager(lambda t, g: npu.npu_swiglu_mx_quant(t, group_index=g, axis=-2), x, counts,
+                                        ge_type="SwigluMxQuant")
+    assert list(mxscale.shape) == [128 // 64 + 4, 32, 2]
+    a, b = x.float().chunk(2, dim=-1)
+    act = (b / (1 + torch.exp(-b)) * a).half().float()
+    offset, start = 0, 0
+    for rows in counts.tolist():    # the kernel's cumuScaleOffset: each group's pairs follow the previous ones
+        for block, first in enumerate(range(start, start + rows, 32)):
+            for col in range(32):
+                amax = float(act[first:min(first + 32, start + rows), col].abs().max())
+                want = max(math.frexp(amax)[1] - 1 + 127 - 2, 0)
+                assert mxscale[offset + block // 2, col, block % 2].item() == want
+        offset, start = offset + (rows + 63) // 64, start + rows
+    assert mxscale[offset:].eq(0).all()
+    grouped, plain = npu.npu_swiglu_mx_quant(x, group_index=counts), npu.npu_swiglu_mx_quant(x)
+    assert all(torch.equal(g, w) for g, w in zip(grouped, plain, strict=True))   # axis -1: groups change nothing
+
+
 def test_dual_level_mx_quant():
     x = (torch.randn(4, 1024) * torch.tensor([1.0, 100.0]).repeat_interleave(512)).half()
     y, level0, level1 = _compiled_equals_eager(lambda t: npu.npu_dynamic_dual_level_mx_quant(t), x,
@@ -323,8 +344,10 @@ def test_refusals_name_the_op_and_case():
         npu.npu_dynamic_mx_quant(torch.tensor([[float("inf")] * 32]).half())
     with pytest.raises(ValueError, match="npu_dynamic_mx_quant.*round_mode"):
         npu.npu_dynamic_mx_quant(torch.randn(2, 32).half(), dst_type=E4M3FN, round_mode="floor")
-    with pytest.raises(ValueError, match="npu_swiglu_mx_quant.*group_index"):
-        npu.npu_swiglu_mx_quant(torch.randn(4, 64).half(), group_index=torch.tensor([4]))
+    with pytest.raises(ValueError, match="npu_swiglu_mx_quant.*group_index counts"):
+        npu.npu_swiglu_mx_quant(torch.randn(4, 64).half(), group_index=torch.tensor([3]))   # row 3 unwritten
+    with pytest.raises(ValueError, match="npu_swiglu_mx_quant.*group_mode=1"):
+        npu.npu_swiglu_mx_quant(torch.randn(4, 64).half(), group_index=torch.tensor([4]), group_mode=1)
     compiled = torch.compile(lambda t: npu.npu_dynamic_mx_quant(t, dst_type=E1M2), backend="npugraph")
     with pytest.raises(GeExecutionError, match="DT_FLOAT4_E1M2"):
         compiled(torch.randn(2, 32).half())

@@ -91,7 +91,7 @@ def npu_swiglu_mx_quant(x, *, group_index=None, activate_dim=-1, activate_left=F
     y, codes = fused.swiglu_mx(x, group_index, activate_dim=activate_dim, activate_left=activate_left,
                                swiglu_mode=swiglu_mode, clamp_limit=clamp_limit, glu_alpha=glu_alpha,
                                glu_bias=glu_bias, axis=axis, fmt=fmt, round_mode=round_mode, scale_alg=scale_alg,
-                               max_dtype_value=max_dtype_value)
+                               max_dtype_value=max_dtype_value, group_mode=group_mode)
     return eager_elements(y, fmt), codes
 
 

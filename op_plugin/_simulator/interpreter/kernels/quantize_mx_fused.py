@@ -15,7 +15,9 @@ SwigluMxQuant (aclnnSwigluMxQuant doc, arch35 kernel): in float32, swiglu_mode 0
 a the right half along activate_dim (the left with activate_left), b the other; swiglu_mode 1 (last dim only)
 ``g = min(x[..., 0::2], clamp_limit)``, ``g / (1 + exp(-glu_alpha * g)) * (clamp(x[..., 1::2], +-clamp_limit)
 + glu_bias)``; the result is rounded to x's dtype (RINT) and DynamicMxQuant'ed along ``axis`` in blocks of 32.
-group_index (MoE groups: rows past the groups are left unwritten) is refused.
+group_index (count mode, 2-D x, activate_dim -1, counts summing to the rows): no effect with axis -1; with
+axis -2 blocks restart at each group and the scale pairs of the groups follow one another (the kernel's
+cumulative ceil(rows / 64)), the rest of mxscale is zeros (unwritten by CANN). Other group_index uses are refused.
 
 DynamicDualLevelMxQuant (aclnnDynamicDualLevelMxQuant doc, arch35 kernel), fp4 e2m1 along the last dim: x times
 smooth_scale (in x's dtype); per level0 block (512) ``s0 = float32(amax) * float32(1/6)`` (0 when below 2^-126);
@@ -106,11 +108,40 @@ def swiglu_out(x, activate_dim, activate_left, swiglu_mode, clamp_limit, glu_alp
     return out.to(x.dtype)
 
 
+def _group_counts(x, group_index, group_mode, activate_dim):
+    """group_index as row counts (count mode), checked to cover x's rows exactly."""
+    if group_mode != 0:
+        refuse("group_mode=1 (cumsum): the arch35 kernel reads group_index as row counts; not simulated")
+    if x.dim() != 2 or activate_dim not in (-1, 1) or group_index.dim() != 1:
+        refuse("group_index is simulated for a 2-D x with activate_dim -1 and a 1-D group_index")
+    counts = [int(v) for v in group_index.tolist()]
+    if any(c < 0 for c in counts) or sum(counts) != x.shape[0]:
+        refuse(f"group_index counts {counts} must be non-negative and sum to x's {x.shape[0]} rows (rows past the "
+               "groups are left unwritten by CANN)")
+    return counts
+
+
+def _grouped_rows_mx(out, counts, fmt, round_mode, scale_alg):
+    """axis -2 with groups: blocks of 32 from each group's first row; group g's scale pairs follow the previous
+    groups' ceil(rows / 64) pairs (the kernel's cumuScaleOffset); mxscale rows past them (Meta: rows // 64 +
+    groups) are unwritten by CANN: zeros here."""
+    values = torch.zeros(out.shape, dtype=torch.uint8 if fmt.torch_dtype is None else fmt.torch_dtype)
+    scales = torch.zeros(out.shape[0] // 64 + len(counts), out.shape[1], 2, dtype=torch.uint8)
+    start = offset = 0
+    for rows in counts:
+        if rows:
+            elements, pairs = mx_along(out[start:start + rows], 0, 32, fmt, round_mode, scale_alg)
+            values[start:start + rows] = elements
+            scales[offset:offset + pairs.shape[0]] = pairs
+            offset += pairs.shape[0]
+        start += rows
+    return values, scales
+
+
 def swiglu_mx(x, group_index, *, activate_dim, activate_left, swiglu_mode, clamp_limit, glu_alpha, glu_bias, axis,
-              fmt, round_mode, scale_alg, max_dtype_value):
+              fmt, round_mode, scale_alg, max_dtype_value, group_mode=0):
     """(elements, mxscale codes) of SwigluMxQuant."""
-    if group_index is not None:
-        refuse("group_index is not simulated (rows past the groups are left unwritten by CANN)")
+    counts = None if group_index is None else _group_counts(x, group_index, group_mode, activate_dim)
     check_modes(fmt, round_mode, scale_alg, scale_algs=(0, 1))
     if float(max_dtype_value) < 0:
         refuse(f"max_dtype_value={max_dtype_value} must be non-negative")
@@ -120,6 +151,8 @@ def swiglu_mx(x, group_index, *, activate_dim, activate_left, swiglu_mode, clamp
     if axis not in (-1, -2, x.dim() - 1, x.dim() - 2):
         refuse(f"axis={axis} is not the last or second-to-last dim")
     check_fp4_last_dim(out, fmt)
+    if counts is not None and axis % x.dim() == 0:
+        return _grouped_rows_mx(out, counts, fmt, round_mode, scale_alg)
     return mx_along(out, axis, 32, fmt, round_mode, scale_alg)
 
 
@@ -132,7 +165,7 @@ def swiglu_mx_quant(x, group_index, *, activate_dim, activate_left, swiglu_mode,
     y, codes = swiglu_mx(x, group_index, activate_dim=activate_dim, activate_left=activate_left,
                          swiglu_mode=swiglu_mode, clamp_limit=clamp_limit, glu_alpha=glu_alpha, glu_bias=glu_bias,
                          axis=axis, fmt=fmt, round_mode=round_mode, scale_alg=scale_alg,
-                         max_dtype_value=max_dtype_value)
+                         max_dtype_value=max_dtype_value, group_mode=group_mode)
     return as_ge(y, fmt), as_e8m0(codes)
 
 
