@@ -47,6 +47,10 @@ SEEDS = {  # GE type -> (inputs in prototype order, attrs): a valid node
     "MoeInitRoutingV3": lambda: ([_r(3, 4), torch.tensor([[0, 2], [1, 0], [2, 1]], dtype=I32)],
                                  {"active_num": 6, "expert_num": 3}),
     "DynamicQuantV2": lambda: ([_r(3, 8, dtype=F16)], {}),
+    "QuantMax": lambda: ([_r(3, 8) * 100, torch.tensor([2.0])], {"dst_type": 36}),
+    "GroupedQuantMax": lambda: ([_r(4, 8), torch.tensor([1.0, 3.0]), torch.tensor([1, 4])], {"dst_type": 35}),
+    "RotateQuant": lambda: ([_r(2, 32, dtype=F16), _r(16, 16, dtype=F16)], {"y_dtype": 29}),
+    "FlatQuant": lambda: ([_r(2, 4, 16, dtype=F16), _r(4, 4, dtype=F16), _r(16, 16, dtype=F16)], {"clip_ratio": 0.9}),
     "AddRmsNormDynamicQuant": lambda: ([_r(2, 8, dtype=F16), _r(2, 8, dtype=F16), torch.rand(8).to(F16)], {}),
     "AddRmsNormCast": lambda: ([_r(2, 8, dtype=F16), _r(2, 8, dtype=F16), torch.rand(8).to(F16)], {}),
     "DequantSwigluQuant": lambda: ([torch.randint(-50, 50, (3, 8), dtype=I32), torch.rand(8), torch.rand(3), None,
@@ -98,6 +102,7 @@ def check_node(op_type, label, kind, inputs, attrs):
         return
     assert error is None, f"{op_type} [{label}]: refused the same values in other storage: {error}"
     for g, w in zip(got, want, strict=True):
+        g, w = (t.view(torch.int8) if t.dtype == torch.int4 else t for t in (g, w))   # int4: no torch comparisons
         torch.testing.assert_close(g, w, equal_nan=True, msg=f"{op_type} [{label}]: an output differs")
 
 
