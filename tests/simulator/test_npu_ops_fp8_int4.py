@@ -415,3 +415,18 @@ def test_kronecker_quant_factor_is_seven_over_clip_then_over_max():
     assert unpack_int4(out).tolist() == [[[7, -6, 0, 0, 0, 0, 0, 0]]]
     check_compiled(lambda a, p, q: npu.npu_kronecker_quant(a, p, q, 0.6),
                    (x, torch.eye(1, dtype=F16), torch.eye(8, dtype=F16)), "FlatQuant")
+
+
+@pytest.mark.parametrize("number, dtype", [(23, E5M2), (291, E5M2), (24, E4M3), (292, E4M3)])
+def test_dtype_cast_to_fp8_in_range(number, dtype):
+    x = torch.tensor([1.375, -2.0 ** -17, 3 * 2.0 ** -10, -448.0], dtype=BF16)
+    got = npu.npu_dtype_cast(x, number)
+    assert got.dtype == dtype
+    assert got.view(torch.uint8).tolist() == [_nearest_code(float(v), dtype) for v in x.float().tolist()]
+    with pytest.raises(NotImplementedError, match="npu::npu_dtype_cast: .*saturation mode"):
+        npu.npu_dtype_cast(torch.tensor([1e5]), number)
+
+
+@pytest.mark.usefixtures("torchair")
+def test_dtype_cast_to_fp8_compiled():
+    check_compiled(lambda a: npu.npu_dtype_cast(a, 291), (torch.randn(4, 8, dtype=F16) * 100,), "Cast")

@@ -54,6 +54,7 @@ from __future__ import annotations
 import torch
 
 from ..._base.numerics import opmath
+from .formats import FP8_BY_NUMBER, FP8_LARGEST
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 # torch's ScalarType numbers that npu_dtype_cast takes as plain casts (torch_npu's map, minus the formats
@@ -90,6 +91,13 @@ def npu_dtype_cast(self, dtype, input_dtype=None):
     op = "npu_dtype_cast"
     if input_dtype is not None and plain_dtype(op, "input_dtype", input_dtype) != self.dtype:
         raise NotImplementedError(f"npu::{op}: input_dtype={input_dtype} reinterprets {self.dtype} data; not simulated")
+    fp8 = FP8_BY_NUMBER.get(dtype) if isinstance(dtype, int) else None
+    if fp8 is not None:   # CANN's Cast rounds half to even; beyond the range the core's saturation mode decides
+        wide = self.double()
+        if self.numel() and (not bool(wide.isfinite().all()) or float(wide.abs().max()) > FP8_LARGEST[fp8]):
+            raise NotImplementedError(f"npu::{op}: a cast to {fp8} of inf, NaN or a value beyond {FP8_LARGEST[fp8]}: "
+                                      "CANN's result depends on the core's saturation mode (not documented for Cast)")
+        return self.to(fp8)
     return self.to(plain_dtype(op, "dtype", dtype), copy=True)
 
 
