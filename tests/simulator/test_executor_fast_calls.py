@@ -105,3 +105,19 @@ def test_no_output_shares_memory_with_an_input_on_verified_calls(graph_builder, 
         assert x_value.untyped_storage().data_ptr() not in storages
         assert len(set(storages)) == 3
         assert torch.equal(outputs[0].reshape(2, 3), x_value) and torch.equal(outputs[2], outputs[0])
+
+
+def test_gather_fast_call_keeps_the_kernels_refusal_and_negative_indices(graph_builder):
+    g = graph_builder()
+    x = g.data("x", F32, [5, 3])
+    indices = g.data("indices", I64, [2, 2])
+    (y,) = g.node("gather", "GatherV2", [x, indices, g.const("axis", torch.tensor([0], dtype=I64))],
+                  [(F32, [2, 2, 3])], negative_index_support=True)
+    plan = _verified(plan_module.compile_graph(g.output([y], [(F32, [2, 2, 3])])))
+    table = torch.arange(15.0).reshape(5, 3)
+    for rows in ([[0, 4], [1, 2]], [[3, 3], [0, 1]], [[-1, 0], [-5, 2]]):  # the last only on verified calls
+        (got,) = plan.run([table, torch.tensor(rows)])
+        assert got.tolist() == [[[float((r % 5) * 3 + c) for c in range(3)] for r in pair] for pair in rows]
+    assert plan._program.fast_nodes == 1
+    with pytest.raises(plan_module.GeExecutionError, match=r"GatherV2 \(node 'gather'\): index out of range"):
+        plan.run([table, torch.tensor([[0, 5], [1, 2]])])

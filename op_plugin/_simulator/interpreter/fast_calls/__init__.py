@@ -43,6 +43,9 @@ def specialises(*op_types: str, reads_values: tuple[str, ...] = ()):
     def decorate(specialiser: Callable) -> Callable:
         for op_type in op_types:
             kernel = builtin[op_type]
+            if _SPECIALISERS.get(kernel, (specialiser,))[0] is specialiser:  # one kernel for several types
+                _SPECIALISERS[kernel] = (specialiser, tuple(reads_values))
+                continue
             if kernel in _SPECIALISERS:
                 raise ValueError(f"the kernel of {op_type} ({kernel.__name__}) already has a specialiser")
             _SPECIALISERS[kernel] = (specialiser, tuple(reads_values))

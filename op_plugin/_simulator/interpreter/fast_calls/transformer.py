@@ -1,10 +1,11 @@
 """Fast calls of the kernels a transformer layer lowers to (kernels/matmul.py, activation_softmax.py,
-norm.py, activation.py, shape.py), for float32/float64 data: the aten call of the kernel's path."""
+norm.py, activation.py, shape.py, index.py), for float32/float64 data: the aten call of the kernel's path."""
 from __future__ import annotations
 
 import torch
 
 from ..kernels.common import VIEWS_ALLOWED, fresh, int_list
+from ..kernels.index import gather_v2 as _gather_kernel
 from . import specialises
 
 _WIDE = (torch.float32, torch.float64)
@@ -90,3 +91,39 @@ def reshape(x, shape, *, axis, num_axes):
     if VIEWS_ALLOWED.get():  # fixed per plan: `fresh` is then contiguous() (a view where x's layout allows)
         return lambda x, shape: x.reshape(dims).contiguous()
     return lambda x, shape: x.reshape(dims).clone(memory_format=_CONTIGUOUS)  # `fresh`: a buffer of its own
+
+
+@specialises("GatherV2", reads_values=("axis",))
+def gather_v2(x, indices, axis, *, batch_dims, negative_index_support):
+    """index_select refuses what the kernel's range check refuses (and negative indices, which the kernel
+    may wrap): on any refusal the kernel runs, to raise its own error or to wrap the negative indices."""
+    dim = int_list(axis)[0]
+    if batch_dims != 0 or x.dim() == 0 or indices.numel() == 0:
+        return None
+    dim %= x.dim()
+    shape = list(x.shape[:dim]) + list(indices.shape) + list(x.shape[dim + 1:])
+    select = torch.index_select
+
+    def call(x, indices, axis):
+        try:
+            picked = select(x, dim, indices.reshape(-1))
+        except (IndexError, RuntimeError):
+            return _gather_kernel(x, indices, axis, batch_dims=batch_dims,
+                                  negative_index_support=negative_index_support)
+        return picked.reshape(shape).contiguous()
+
+    return call
+
+
+@specialises("GatherElements")
+def gather_elements(x, index, *, dim):
+    if index.dtype != torch.int64:
+        return None
+    gather = torch.gather
+    return lambda x, index: gather(x, dim, index)
+
+
+@specialises("BroadcastTo", "Expand", reads_values=("shape",))
+def broadcast_to(x, shape):
+    dims = int_list(shape)
+    return lambda x, shape: x.expand(dims).contiguous()
