@@ -197,6 +197,16 @@ def test_dual_axis_and_block_compiled(dst_type):
             assert scale2.view(torch.uint8)[i // 2, 32 * j, i % 2].item() == want
 
 
+def test_rms_norm_rounds_y_to_x_dtype_before_quantising():
+    """x all ones: x * rstd = 1/sqrt(1 + 1e-6) = 0.9999995 in float32. y0 = 3.5 - that = 2.5000005 is 2.5 in float16,
+    a tie that rint takes down to 2 (code 4; 3 from float32); y1 = 4 + that = 5.0 in float16 (scale 2^0), 5 / 2
+    ties to 2 -> 4 (code 6). Hand-computed byte: 0x64 (0x65 if y were quantised in float32)."""
+    gamma, beta = torch.zeros(32).half(), torch.zeros(32).half()
+    gamma[0], beta[0], gamma[1], beta[1] = -1, 3.5, 1, 4
+    y, mxscale, _ = npu.npu_rms_norm_dynamic_mx_quant(torch.ones(1, 32).half(), gamma, beta=beta)
+    assert mxscale[0, 0, 0].item() == 127 and y[0, 0].item() == 0x64
+
+
 @pytest.mark.parametrize("beta", (False, True))
 def test_rms_norm_mx_quant(beta):
     x1, x2 = torch.randn(3, 64).half(), torch.randn(3, 64).half()
