@@ -55,7 +55,7 @@ def npu_quant_max(x, scale, *, round_mode="rint", dst_dtype=291, group_list=None
             _fail(op, f"scale has {scale.shape[0]} values; without groups it takes one")
         return to_fp8(wide * scale[0], out), x.abs().max().reshape(1)
     bounds = group_list.tolist()
-    if x.dim() < 2 or scale.shape[0] != len(bounds):
+    if not 2 <= x.dim() <= 8 or scale.shape[0] != len(bounds):
         _fail(op, f"with {len(bounds)} groups x needs 2+ dims and scale {len(bounds)} values, got x "
                   f"{tuple(x.shape)}, scale {tuple(scale.shape)}")
     if sorted(bounds) != bounds or bounds[0] < 0 or bounds[-1] != x.shape[0]:

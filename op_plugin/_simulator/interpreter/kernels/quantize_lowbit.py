@@ -108,8 +108,8 @@ def quant_max(x, scale, group_list, *, round_mode, dst_type):
     number = _fp8_out("dst_type", dst_type, round_mode)
     if group_list is not None:
         refuse("group_list on QuantMax: TorchAir lowers a grouped npu_quant_max to GroupedQuantMax")
-    if tuple(scale.shape) != (1,):
-        refuse(f"scale of shape {list(scale.shape)} is not [1]")
+    if tuple(scale.shape) != (1,) or not 1 <= x.dim() <= 8:
+        refuse(f"scale of shape {list(scale.shape)} is not [1] or x {list(x.shape)} has not 1 to 8 dims")
     _check_amax_defined(x)
     y = fp8_saturating_rint(x.float() * scale.float()[0], number)
     return y, x.float().abs().amax().reshape(1).to(x.dtype)
@@ -122,7 +122,7 @@ def grouped_quant_max(x, scale, group_list, *, round_mode, dst_type):
     group: the kernel starts each group's max at 0.0, grouped_quant_max_regbase.h)."""
     number = _fp8_out("dst_type", dst_type, round_mode)
     ends = [int(v) for v in group_list.reshape(-1).tolist()]
-    if x.dim() < 2 or scale.dim() != 1 or scale.shape[0] != len(ends):
+    if not 2 <= x.dim() <= 8 or scale.dim() != 1 or scale.shape[0] != len(ends):
         refuse(f"x {list(x.shape)} must have 2 to 8 dims and scale {list(scale.shape)} one value per group "
                f"({len(ends)})")
     if any(b < a for a, b in zip([0, *ends], ends, strict=False)) or not ends or ends[-1] != x.shape[0]:
