@@ -20,10 +20,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = [("bert", 2, 12), ("t5_encoder", 2, 12), ("resnet", 2, 0), ("efficientnet", 2, 0)]
+# Beyond the zoo's small configs (--models): ResNet-18's own layout (basic blocks [2, 2, 2, 2], widths 64-512)
+# on 2 x 3 x 64 x 64 images, the size class of issue 28's first ResNet-18 figure (eager ~8 ms); BERT on 16 x 64.
+EXTRA = {"resnet18": ("resnet18", 2, 64), "bert16x64": ("bert", 16, 64)}
 MARK = "STEADY-AB "
 
 
-def child(tree: str, rounds: int) -> None:
+def _build(zoo, name: str, batch: int, length: int):
+    """(model, kwargs) of a zoo model, or of ResNet-18 at its real widths."""
+    import torch
+
+    torch.manual_seed(0)
+    if name == "resnet18":
+        from transformers import ResNetConfig, ResNetModel
+
+        model = ResNetModel(ResNetConfig(layer_type="basic", depths=[2, 2, 2, 2],
+                                         hidden_sizes=[64, 128, 256, 512])).eval()
+        return model, {"pixel_values": torch.randn(batch, 3, length, length)}
+    entry = zoo.ZOO[name]
+    return entry.build(), entry.inputs(batch, length)
+
+
+def child(tree: str, rounds: int, models: list) -> None:
     import importlib.util
     import time
 
@@ -42,12 +60,9 @@ def child(tree: str, rounds: int) -> None:
     sys.modules["steady_ab_zoo"] = zoo
     spec.loader.exec_module(zoo)
     out = {}
-    for name, batch, length in MODELS:
+    for label, (name, batch, length) in models:
         torch._dynamo.reset()
-        entry = zoo.ZOO[name]
-        torch.manual_seed(0)
-        model = entry.build()
-        kwargs = entry.inputs(batch, length)
+        model, kwargs = _build(zoo, name, batch, length)
         fns = {"eager": model, "npugraph": torch.compile(model, backend="npugraph")}
         times = {k: [] for k in fns}
         with torch.no_grad():
@@ -61,7 +76,7 @@ def child(tree: str, rounds: int) -> None:
                         fn(**kwargs)
                         times[key].append(time.thread_time() - start)
         med = {k: statistics.median(v) for k, v in times.items()}
-        out[name] = {"eager_ms": med["eager"] * 1e3, "npugraph_ms": med["npugraph"] * 1e3,
+        out[label] = {"eager_ms": med["eager"] * 1e3, "npugraph_ms": med["npugraph"] * 1e3,
                      "ratio": med["npugraph"] / med["eager"]}
     print(MARK + json.dumps(out), flush=True)
 
@@ -71,18 +86,24 @@ def main() -> None:
     parser.add_argument("trees", nargs="*", help="two op_plugin source trees (before, after)")
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--models", default=",".join(name for name, _, _ in MODELS),
+                        help=f"comma-separated: zoo models {[m[0] for m in MODELS]} and/or {list(EXTRA)}")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    known = {name: (name, (name, batch, length)) for name, batch, length in MODELS}
+    known.update({label: (label, spec) for label, spec in EXTRA.items()})
+    models = [known[name] for name in args.models.split(",")]
     if args.child:
-        child(args.child, args.rounds)
+        child(args.child, args.rounds, models)
         return
     if len(args.trees) != 2:
         parser.error("give two trees: before and after")
-    ratios = {tree: {name: [] for name, _, _ in MODELS} for tree in args.trees}
+    ratios = {tree: {label: [] for label, _ in models} for tree in args.trees}
     for _ in range(args.pairs):
         for tree in args.trees:
             proc = subprocess.run([sys.executable, __file__, "--child", str(Path(tree).resolve()),
-                                   "--rounds", str(args.rounds)], capture_output=True, text=True, cwd="/")
+                                   "--rounds", str(args.rounds), "--models", args.models],
+                                  capture_output=True, text=True, cwd="/")
             line = next((x for x in proc.stdout.splitlines() if x.startswith(MARK)), None)
             if line is None:
                 raise RuntimeError(f"child for {tree} failed:\n{proc.stderr[-3000:]}")

@@ -121,3 +121,23 @@ def test_gather_fast_call_keeps_the_kernels_refusal_and_negative_indices(graph_b
     assert plan._program.fast_nodes == 1
     with pytest.raises(plan_module.GeExecutionError, match=r"GatherV2 \(node 'gather'\): index out of range"):
         plan.run([table, torch.tensor([[0, 5], [1, 2]])])
+
+
+def test_index_and_slice_fast_calls_match_an_oracle_and_keep_the_refusal(graph_builder):
+    g = graph_builder()
+    x = g.data("x", F32, [4, 3])
+    rows = g.data("rows", I64, [3])
+    (picked,) = g.node("pick", "IndexByTensor", [x, rows], [(F32, [3, 3])], indices_mask=[1])
+    g.graph.op[-1].input_desc[1].name = "indices0"  # the dynamic input's member, as TorchAir names it
+    bounds = [g.const(name, torch.tensor([value], dtype=I64)) for name, value in
+              (("begin", 1), ("end", 3), ("axes", 1), ("strides", 1))]
+    (sliced,) = g.node("cut", "StridedSliceV2", [x, *bounds], [(F32, [4, 2])])
+    plan = _verified(plan_module.compile_graph(g.output([picked, sliced], [(F32, [3, 3]), (F32, [4, 2])])))
+    table = torch.arange(12.0).reshape(4, 3)
+    for chosen in ([0, 1, 2], [3, 3, 0], [-1, 0, -4]):
+        got, cut = plan.run([table, torch.tensor(chosen)])
+        assert got.tolist() == [[float((r % 4) * 3 + c) for c in range(3)] for r in chosen]
+        assert cut.tolist() == [[float(r * 3 + c) for c in (1, 2)] for r in range(4)]
+    assert plan._program.fast_nodes == 2
+    with pytest.raises(plan_module.GeExecutionError, match=r"IndexByTensor \(node 'pick'\): indices for dim 0 hold"):
+        plan.run([table, torch.tensor([0, 4, 1])])

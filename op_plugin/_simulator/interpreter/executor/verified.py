@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..binding import BoundKernel, kernel_signature
 from ..errors import GeExecutionError
 from ..fast_calls import specialiser_of, verify_fast_call
 from ..kernels import lookup_kernel  # noqa: F401  (the kernels register before their fast calls)
@@ -42,8 +43,6 @@ def specialiser_for(step, entry):
     if found is None or step.collective or is_ref_op(step.op):
         return None
     specialiser, reads_values = found
-    from ..binding import kernel_signature  # pylint: disable=import-outside-toplevel
-
     names = kernel_signature(entry.fn).inputs
     return specialiser, tuple(names.index(name) for name in reads_values)
 
@@ -53,9 +52,13 @@ def fast_call(step, args: list, outputs: list, fixed_slots: set):
     `outputs`: what its kernel returned on them), or None where its specialiser declines."""
     specialiser, value_params = step.specialiser
     kernel = step.kernel
+    if not isinstance(kernel, BoundKernel):  # bound by name, or set by hand: no fast call
+        return None
     groups = kernel.groups
     for param in value_params:  # a value baked in must be fixed by the signature
         group = groups[param] if groups is not None else param
+        if group is None:  # an optional input left unfed: None on every call
+            continue
         if not isinstance(group, int) or group >= len(step.arg_slots) or step.arg_slots[group] not in fixed_slots:
             return None
     grouped = grouped_args(args, groups, names=False)

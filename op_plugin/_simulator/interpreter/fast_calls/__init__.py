@@ -113,5 +113,5 @@ def _storage(tensor: torch.Tensor) -> int:
 
 
 # The specialisers, by the kernel families they stand in for.
-for _module in ("nn", "elementwise", "transformer"):
+for _module in ("nn", "elementwise", "transformer", "indexing"):
     importlib.import_module(f"{__name__}.{_module}")
