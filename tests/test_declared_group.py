@@ -1,6 +1,7 @@
-"""Declared cases of ops that take a communicator name run in a one-rank gloo group
-(op_plugin/_tools/declared_group.py): the case's placeholder name is replaced by the group's, the group
-exists only for the case, and a case that asks for more ranks than one is refused naming the mismatch."""
+"""Declared cases of ops that take a communicator name run in a gloo world (op_plugin/_tools/declared_group.py):
+one rank, or the case's world_size ranks (forked peers); the case's placeholder name is replaced by the group's,
+the group exists only for the case, and a rank that fails fails the case naming the rank."""
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -30,6 +31,7 @@ def test_the_placeholder_name_becomes_the_groups_name_only_inside_the_group():
     case = enumerate_cases(["npu.npu_all_gather_quant_mm.default#1"])[0]
     with declared_group.one_rank_group() as name:
         assert build_inputs(case)[1]["hcom"] == name  # given by keyword
+    assert not dist.is_initialized()
 
 
 def test_mc2_declared_cases_run_in_a_one_rank_group():
@@ -40,11 +42,42 @@ def test_mc2_declared_cases_run_in_a_one_rank_group():
     assert not dist.is_initialized()  # torn down after each case
 
 
-def test_a_case_asking_for_eight_ranks_is_refused_naming_the_mismatch():
+def test_a_case_declaring_world_size_8_runs_on_8_ranks():
+    cases = {c.case_id: c for c in enumerate_cases(["npu.npu_quant_mm_reduce_scatter.default#1",
+                                                    "npu.npu_mm_all_reduce_base.default#1"])}
+    assert declared_group.world_size(cases["npu.npu_quant_mm_reduce_scatter.default#1"]) == 8
+    assert declared_group.world_size(cases["npu.npu_mm_all_reduce_base.default#1"]) == 1
+    result = run_case(cases["npu.npu_quant_mm_reduce_scatter.default#1"])
+    assert result.cls == "pass", result
+    assert result.ge_types == ["MatmulReduceScatterV2"]
+    assert not dist.is_initialized()
+
+
+def test_a_rank_that_fails_fails_the_case_naming_the_rank(monkeypatch):
+    """The peers are forked after the patch: rank 3 alone reports a failure, and the case carries it."""
+    from op_plugin._tools import declared_cases
+
+    original = declared_cases._run_case
+
+    def rank_3_differs(case):
+        result = original(case)
+        if dist.get_rank() == 3:
+            result.cls, result.reason = "numeric", "planted on rank 3"
+        return result
+
+    monkeypatch.setattr(declared_cases, "_run_case", rank_3_differs)
     result = run_case(enumerate_cases(["npu.npu_quant_mm_reduce_scatter.default#1"])[0])
-    assert result.cls == "eager-unsupported", result
-    assert "npu_quant_mm_reduce_scatter" in result.reason and "rank_size 8" in result.reason, result.reason
-    assert "has 1 ranks" in result.reason
+    assert (result.cls, result.reason) == ("numeric", "rank 3: planted on rank 3"), result
+
+
+def test_more_ranks_than_the_tool_runs_are_refused():
+    from op_plugin._tools.declared_cases import DeclaredCase, _Support
+
+    case = enumerate_cases(["npu.npu_quant_mm_reduce_scatter.default#1"])[0]
+    wide = DeclaredCase(case.case_id, case.target, _Support(case.support.args, {**case.support.kwargs,
+                                                                                 "world_size": 16}))
+    with pytest.raises(RuntimeError, match="world_size=16; the tool runs at most 8 ranks"):
+        run_case(wide)
 
 
 def test_the_guarded_worker_runs_a_group_case():

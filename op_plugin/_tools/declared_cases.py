@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .declared_compare import compare
-from .declared_group import needs_group, one_rank_group, with_group_names
+from .declared_group import case_group, needs_group, with_group_names
 
 # Result classes. eager-unsupported cases are not counted: eager itself fails on the CPU. too-large: not
 # run at all, its declared inputs alone exceed INPUT_BYTES_LIMIT (it would exhaust the shared host's memory).
@@ -292,13 +292,13 @@ def run_compiled(case: DeclaredCase) -> CompiledRun:
 
 def run_case(case: DeclaredCase) -> CaseResult:
     """Run one case compiled (npugraph) and eagerly on the CPU, and classify the outcome. An op that
-    takes a communicator name runs in a one-rank gloo group (`declared_group`)."""
+    takes a communicator name runs in a gloo world of its `world_size` ranks, else one (`declared_group`)."""
     refused = _too_large(case)
     if refused is not None:
         return refused
     if needs_group(case.target):
-        with one_rank_group():
-            return _run_case(case)
+        with case_group(case) as peers:
+            return peers.fold(_run_case(case))
     return _run_case(case)
 
 

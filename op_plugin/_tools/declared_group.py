@@ -1,30 +1,42 @@
-"""A one-rank gloo process group for the declared cases of ops that take a communicator name.
+"""A gloo process group for the declared cases of ops that take a communicator name.
 
 TorchAir declares cases of its MC2 converters with a placeholder communicator name
-(`npu_mm_all_reduce_base(x1, x2, "group", ...)`): its own test only builds the GE graph. To run
-such an op, on an Ascend host as here, a process group must exist and the op must be given its
-name (on an NPU `get_hccl_comm_name(rank)` of an HCCL group). So a case whose op takes a `str`
-argument named `hcom` or `group*` runs inside `one_rank_group()`: a world of one gloo rank on
-127.0.0.1 (a free port, bounded waits), torn down after the case, and `with_group_names`
-replaces the case's placeholder string by the name TorchAir gives that group
-(`hccl_comm_name()`), which the simulator resolves back to it. Nothing else about the case changes:
-a case that declares `world_size=8` still asks for 8 ranks, and the kernels refuse it naming the
-mismatch (the group has one rank).
+(`npu_mm_all_reduce_base(x1, x2, "group", ...)`, `hcom="94430305206192"`): its own test only builds
+the GE graph. To run such an op, on an Ascend host as here, a process group must exist and the op
+must be given its name (on an NPU `get_hccl_comm_name(rank)` of an HCCL group). So a case whose op
+takes a `str` argument named `hcom` or `group*` runs inside `case_group(case)`: a world of gloo ranks
+on 127.0.0.1 (a free port), torn down after the case, and `with_group_names` replaces the case's
+placeholder string by the name TorchAir gives that group (`hccl_comm_name()`), which the simulator
+resolves back to it.
+
+The world has the case's `world_size` ranks when the op takes that argument (TorchAir declares
+`world_size=8` for npu_all_gather_quant_mm and npu_quant_mm_reduce_scatter: their outputs' shapes
+depend on it), else one. Rank 0 is this process; ranks 1.. are forked from it (torch and TorchAir
+already loaded, so they start at once; one OpenMP thread each), build the same inputs (seeded by the
+case id), run the same case (compiled, then eager, so their collectives pair up with rank 0's) and
+report their own result through a pipe; the case passes only when every rank's does. Every wait is
+bounded (the ranks have STARTUP_SECONDS to join, each collective COLLECTIVE_SECONDS), and the peers
+are killed by pid when the case ends. A case asking for more than MAX_RANKS ranks is refused.
 """
 from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import os
 import re
+import select
+import signal
 
 import torch
 
 _GROUP_ARGUMENT = re.compile(r"hcom|group(_\w+)?")
-_TIMEOUT_SECONDS = 60  # every wait of the group (store, gloo, the simulator's collective agreement)
+COLLECTIVE_SECONDS = 60  # each collective wait (gloo, the simulator's agreement)
+STARTUP_SECONDS = 120  # for every rank to join
+MAX_RANKS = 8
 _TIMEOUT_VARIABLE = "OP_PLUGIN_COLLECTIVE_TIMEOUT"  # read by the simulator's collectives
 
-_active_name: str | None = None  # the group's name while one_rank_group() is open
+_active_name: str | None = None  # the group's name while a case group is open
 
 
 def group_arguments(target) -> tuple[str, ...]:
@@ -36,27 +48,35 @@ def group_arguments(target) -> tuple[str, ...]:
                  if str(a.type) in ("str", "Optional[str]", "str?") and _GROUP_ARGUMENT.fullmatch(a.name))
 
 
-@contextlib.contextmanager
-def one_rank_group():
-    """A world of one gloo rank for the duration of the block; yields its communicator name.
+def needs_group(target) -> bool:
+    return isinstance(target, torch._ops.OpOverload) and bool(group_arguments(target))
 
-    Refuses when torch.distributed is already initialised in this process (a setup module made its
-    own world): the case's op would then run over a group it does not expect."""
+
+def world_size(case) -> int:
+    """The ranks the case asks for: its op's `world_size` argument if it has one (>= 1), else 1."""
+    arguments = [a.name for a in case.target._schema.arguments]  # pylint: disable=protected-access
+    if "world_size" not in arguments:
+        return 1
+    index = arguments.index("world_size")
+    value = case.support.args[index] if index < len(case.support.args) else case.support.kwargs.get("world_size")
+    return value if isinstance(value, int) and value > 1 else 1
+
+
+@contextlib.contextmanager
+def _joined(store, rank: int, size: int):
+    """This process as `rank` of a gloo world of `size` over `store`; sets the group's name for the case."""
     global _active_name
     import torch.distributed as dist
 
     from .._simulator.npu.collective_matmul import hccl_comm_name
 
-    if not dist.is_available():
-        raise RuntimeError("declared case: the op takes a communicator name, and this torch has no torch.distributed")
     if dist.is_initialized():
         raise RuntimeError("declared case: the op takes a communicator name but torch.distributed is already "
-                           "initialised in this worker; the one-rank group for it cannot be created")
-    timeout = datetime.timedelta(seconds=_TIMEOUT_SECONDS)
-    store = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=timeout)  # port 0: the OS picks a free one
+                           "initialised in this process; its case group cannot be created")
     previous = os.environ.get(_TIMEOUT_VARIABLE)
-    os.environ[_TIMEOUT_VARIABLE] = str(_TIMEOUT_SECONDS)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=timeout)
+    os.environ[_TIMEOUT_VARIABLE] = str(COLLECTIVE_SECONDS)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=size,
+                            timeout=datetime.timedelta(seconds=STARTUP_SECONDS))
     try:
         _active_name = hccl_comm_name()
         yield _active_name
@@ -67,12 +87,109 @@ def one_rank_group():
             os.environ.pop(_TIMEOUT_VARIABLE, None)
         else:
             os.environ[_TIMEOUT_VARIABLE] = previous
-        del store
+
+
+def _store(port: int, size: int, master: bool):
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", port, size, master, timeout=datetime.timedelta(seconds=STARTUP_SECONDS),
+                         wait_for_workers=False)  # the master starts the peers after it listens
+
+
+@contextlib.contextmanager
+def one_rank_group():
+    """A world of one gloo rank for the duration of the block; yields its communicator name."""
+    store = _store(0, 1, True)  # port 0: the OS picks a free one
+    with _joined(store, 0, 1) as name:
+        yield name
+
+
+class _Peers:
+    """Ranks 1.. of a case's world: forked from this process (torch and TorchAir already loaded, so a peer
+    starts at once), each running the case and writing its result to a pipe; killed by pid when the case ends."""
+
+    def __init__(self, case, size: int, port: int):
+        self.peers = []  # (rank, pid, read end of its result pipe)
+        for rank in range(1, size):
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the peer: never returns
+                os.close(read)
+                _peer(case, rank, size, port, write)
+            os.close(write)
+            self.peers.append((rank, pid, read))
+
+    def fold(self, result):
+        """Rank 0's result, or the first other rank's where rank 0 passed and it did not."""
+        from .declared_cases import CaseResult
+
+        for rank, _, read in self.peers:
+            ready, _, _ = select.select([read], [], [], 2 * COLLECTIVE_SECONDS)
+            line = _read_all(read) if ready else b""
+            theirs = CaseResult(**json.loads(line)) if line.strip() else CaseResult(
+                result.case_id, "crash", f"rank {rank} of {len(self.peers) + 1} gave no result (it died or hung)")
+            if result.cls == "pass" and theirs.cls != "pass":
+                theirs.reason = f"rank {rank}: {theirs.reason}"
+                theirs.seconds = result.seconds
+                return theirs
+        return result
+
+    def stop(self) -> None:
+        for _, pid, read in self.peers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # a peer that answered has exited already
+            os.waitpid(pid, 0)
+            os.close(read)
+        self.peers = []
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _peer(case, rank: int, size: int, port: int, write: int) -> None:
+    """A forked peer rank: join the world, run the case, write its result as JSON, exit without cleanup
+    (the parent's objects, its store server among them, are not this process's to tear down)."""
+    code = 1
+    try:
+        from .declared_cases import CaseResult, _run_case
+
+        torch.set_num_threads(1)  # OpenMP's thread pool does not survive fork; one thread needs none
+        with _joined(_store(port, size, False), rank, size):
+            try:
+                result = _run_case(case)
+            except Exception as error:  # pylint: disable=broad-except  (reported to rank 0)
+                result = CaseResult(case.case_id, "crash", f"declared-cases runner raised {type(error).__name__}: "
+                                                           f"{error}")
+        os.write(write, (json.dumps(result.as_dict()) + "\n").encode())
+        code = 0
+    finally:
+        os._exit(code)
+
+
+@contextlib.contextmanager
+def case_group(case):
+    """The case's world (rank 0 here, forked peers for the other ranks); yields the peers, whose `fold`
+    combines the ranks' results."""
+    size = world_size(case)
+    if size > MAX_RANKS:
+        raise RuntimeError(f"declared case {case.case_id}: world_size={size}; the tool runs at most {MAX_RANKS} "
+                           "ranks")
+    store = _store(0, size, True)
+    peers = _Peers(case, size, store.port)
+    try:
+        with _joined(store, 0, size):
+            yield peers
+    finally:
+        peers.stop()
 
 
 def with_group_names(target, args: list, kwargs: dict) -> tuple[list, dict]:
     """The case's arguments with each communicator-name string replaced by the open group's name
-    (unchanged when no one_rank_group() is open or the op takes none)."""
+    (unchanged when no case group is open or the op takes none)."""
     if _active_name is None:
         return args, kwargs
     names = group_arguments(target)
@@ -87,7 +204,3 @@ def with_group_names(target, args: list, kwargs: dict) -> tuple[list, dict]:
         elif isinstance(kwargs.get(name), str):
             kwargs = {**kwargs, name: _active_name}
     return args, kwargs
-
-
-def needs_group(target) -> bool:
-    return bool(group_arguments(target)) and isinstance(target, torch._ops.OpOverload)
