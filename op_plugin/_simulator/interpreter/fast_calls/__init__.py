@@ -42,7 +42,9 @@ def specialises(*op_types: str, reads_values: tuple[str, ...] = ()):
 
     def decorate(specialiser: Callable) -> Callable:
         for op_type in op_types:
-            kernel = builtin[op_type]
+            kernel = builtin.get(op_type)
+            if kernel is None:  # no built-in kernel for the type in this process (one removed or replaced)
+                continue
             if _SPECIALISERS.get(kernel, (specialiser,))[0] is specialiser:  # one kernel for several types
                 _SPECIALISERS[kernel] = (specialiser, tuple(reads_values))
                 continue
