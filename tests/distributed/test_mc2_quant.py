@@ -1,5 +1,6 @@
 """Quantised MC2 on 2 gloo ranks: npu_mm_all_reduce_base's full-quant form (int8 x1/x2, int32 bias,
-dequant_scale int64 (TransQuantParam's FP19) / bfloat16 / float32 with pertoken_scale), and
+dequant_scale int64 (TransQuantParam's FP19) / bfloat16 / float32 with pertoken_scale) and weight-quant
+form (int8 x2 with antiquant_scale/offset, per-channel and per-group), and
 npu_all_gather_quant_mm / npu_quant_mm_reduce_scatter (float16/bfloat16, float8 per-tensor), eager and
 compiled with npugraph (TorchAir lowers them to MatmulAllReduce, AllGatherMatmulV2, MatmulReduceScatterV2).
 
@@ -93,6 +94,46 @@ def quant_all_reduce_case(form: str, dynamic: bool):
     return True
 
 
+# ---- weight-quantised npu_mm_all_reduce_base (A16W8) ------------------------------------------------------
+
+def _weight_quant_inputs(rank: int, form: str) -> dict:
+    k, dtype = (64, torch.float16) if form == "fp16_group" else (K, torch.bfloat16)
+    params = (2, N) if form == "fp16_group" else (N,)  # per-group of 32 rows of x2, else per-channel
+    inputs = dict(x1=_floats(100 + rank, 4, k, dtype=dtype), x2=_ints(110 + rank, k, N),
+                  antiquant_scale=_floats(120 + rank, *params, dtype=dtype, scale=0.05),
+                  antiquant_offset=_floats(130 + rank, *params, dtype=dtype, scale=2.0),
+                  bias=_floats(140 + rank, N, dtype=dtype), x3=_floats(150 + rank, 4, N, dtype=dtype))
+    if form == "fp16_group":
+        inputs["antiquant_group_size"] = 32
+    return inputs
+
+
+def _weight_quant_unsharded(form: str) -> torch.Tensor:
+    """sum over ranks of x1 @ ((x2 + offset) * scale) + bias + x3 (README case 7), in float64."""
+    total = 0
+    for rank in range(WORLD):
+        e = {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in _weight_quant_inputs(rank, form).items()}
+        scale, offset = e["antiquant_scale"], e["antiquant_offset"]
+        if form == "fp16_group":  # one row of parameters per 32 rows of x2
+            scale, offset = scale.repeat_interleave(32, dim=0), offset.repeat_interleave(32, dim=0)
+        total = total + e["x1"] @ ((e["x2"] + offset) * scale) + e["bias"] + e["x3"]
+    return total
+
+
+def weight_quant_all_reduce_case(form: str):
+    hcom = hccl_comm_name()
+
+    def fn(**inputs):
+        return torch.ops.npu.npu_mm_all_reduce_base(hcom=hcom, **inputs)
+
+    inputs = _weight_quant_inputs(dist.get_rank(), form)
+    compiled, eager = torch.compile(fn, backend="npugraph", fullgraph=True)(**inputs), fn(**inputs)
+    assert compiled.dtype == inputs["x1"].dtype and compiled.shape == (4, N)
+    torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
+    torch.testing.assert_close(compiled.double(), _weight_quant_unsharded(form), rtol=0.02, atol=0.05)
+    return True
+
+
 # ---- npu_all_gather_quant_mm / npu_quant_mm_reduce_scatter ----------------------------------------------
 
 def _v2_inputs(rank: int, form: str):
@@ -158,8 +199,9 @@ def refusals_case():
     calls = {
         "fp32 dequant without pertoken": lambda: torch.ops.npu.npu_mm_all_reduce_base(
             x1, x2, hcom, dequant_scale=torch.ones(N)),
-        "weight quant": lambda: torch.ops.npu.npu_mm_all_reduce_base(
-            _floats(1, 4, K, dtype=torch.float16), x2, hcom, antiquant_scale=torch.ones(N, dtype=torch.float16)),
+        "weight quant with a dequant_scale": lambda: torch.ops.npu.npu_mm_all_reduce_base(
+            _floats(1, 4, K, dtype=torch.float16), x2, hcom, antiquant_scale=torch.ones(N, dtype=torch.float16),
+            dequant_scale=torch.ones(N)),
         "low-bit communication": lambda: torch.ops.npu.npu_mm_all_reduce_base(
             x1, x2, hcom, dequant_scale=torch.ones(N, dtype=torch.bfloat16), comm_quant_scale_1=torch.ones(N),
             comm_quant_scale_2=torch.ones(N)),
@@ -190,6 +232,11 @@ def test_full_quant_mm_all_reduce_matches_quant_matmul_and_all_reduce(ranks, for
     assert ranks(WORLD).run(quant_all_reduce_case, form, dynamic) == [True] * WORLD
 
 
+@pytest.mark.parametrize("form", ["bf16_channel", "fp16_group"])
+def test_weight_quant_mm_all_reduce_matches_the_dequantised_formula(ranks, form):
+    assert ranks(WORLD).run(weight_quant_all_reduce_case, form) == [True] * WORLD
+
+
 @pytest.mark.parametrize("form, gather_output", [("fp16", True), ("bf16", False), ("fp8", True)])
 def test_all_gather_quant_mm_and_quant_mm_reduce_scatter(ranks, form, gather_output):
     assert ranks(WORLD).run(v2_case, form, gather_output) == [True] * WORLD
@@ -199,7 +246,7 @@ def test_quant_mc2_refusals_name_the_op_and_the_case(ranks):
     messages = ranks(WORLD).run(refusals_case)[0]
     expected = {
         "fp32 dequant without pertoken": ("npu_mm_all_reduce_base", "full-quant combinations"),
-        "weight quant": ("npu_mm_all_reduce_base", "weight-quantised"),
+        "weight quant with a dequant_scale": ("npu_mm_all_reduce_base", "not with antiquant_scale"),
         "low-bit communication": ("npu_mm_all_reduce_base", "low-bit communication"),
         "fp8 bias": ("npu_all_gather_quant_mm", "bias with float8"),
         "per-token fp8": ("npu_quant_mm_reduce_scatter", "per-tensor"),

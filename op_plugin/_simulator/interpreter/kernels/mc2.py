@@ -19,9 +19,11 @@ on a CPU host it must name a gloo process group as TorchAir names one (``tag=<pg
 `..collectives.process_group`; `op_plugin._simulator.npu.collective_matmul.hccl_comm_name(group)`
 gives it). Numerics: the matmul accumulates in float32 and its result (with bias) is rounded to
 the inputs' dtype before the collective, which then reduces in that dtype (gloo's order, not
-HCCL's: docs/distributed.md). Refused naming the op: the weight-quantised form (antiquant), low-bit
-communication (comm_quant_scale_1/2), per-block quantisation (group_size), transposed x1 and a split
-communication (comm_turn != 0, "supports only 0" in CANN's docs). AllGatherMatmulV2 and
+HCCL's: docs/distributed.md). Weight-quant form (table 2, README case 7): float16/bfloat16 x1, int8 x2,
+``AllReduce(x1 @ ((x2 + antiquant_offset) * antiquant_scale) + bias + x3)`` as WeightQuantBatchMatmulV2
+(per-tensor, per-channel, per-group). Refused naming the op: low-bit communication (comm_quant_scale_1/2),
+per-block quantisation (group_size), transposed x1 and a split communication (comm_turn != 0,
+"supports only 0" in CANN's docs). AllGatherMatmulV2 and
 MatmulReduceScatterV2 (npu_all_gather_quant_mm, npu_quant_mm_reduce_scatter) are in `mc2_v2.py`.
 """
 from __future__ import annotations
@@ -31,7 +33,7 @@ import torch
 from ...._ge.values import TORCH_TO_GE, ge_dtype_to_torch
 from ..registry import ge_kernel, refuse
 from .hccl import hcom_all_gather, hcom_all_reduce, hcom_reduce_scatter
-from .quantize import quant_batch_matmul_v3
+from .quantize import quant_batch_matmul_v3, weight_quant_batch_matmul_v2
 
 _HALF = (torch.float16, torch.bfloat16)
 _UNDEFINED_DTYPE = 28  # GE DT_UNDEFINED: y takes x1's dtype
@@ -97,15 +99,38 @@ def _quantised_product(x1, x2, bias, dequant_scale, pertoken_scale, out, is_tran
     return y.reshape(*x1.shape[:-1], y.shape[-1])
 
 
+def _weight_quantised_product(x1, x2, bias, antiquant_scale, antiquant_offset, group_size, dequant_scale,
+                              pertoken_scale, y_dtype, is_trans_b):
+    """x1 @ ((x2 + antiquant_offset) * antiquant_scale) + bias in x1's dtype (torch_npu's docs, table 2; the
+    README's case 7): WeightQuantBatchMatmulV2 (kernels/quantize.py), whose kernel MatmulAllReduce's
+    weight-quant path runs (matmul_all_reduce_weight_quant.h), on x1 flattened to (m, k)."""
+    if x1.dtype not in _HALF or x2.dtype != torch.int8:
+        refuse(f"x1 {x1.dtype} and x2 {x2.dtype}: the weight-quantised form takes float16/bfloat16 x1 and int8 x2")
+    if dequant_scale is not None or pertoken_scale is not None:
+        refuse("dequant_scale/pertoken_scale go with the full-quant form, not with antiquant_scale")
+    if y_dtype != _UNDEFINED_DTYPE and ge_dtype_to_torch(y_dtype) != x1.dtype:
+        refuse(f"y_dtype={y_dtype}: the weight-quantised MatmulAllReduce outputs x1's dtype ({x1.dtype})")
+    for name, tensor in (("antiquant_scale", antiquant_scale), ("antiquant_offset", antiquant_offset),
+                         ("bias", bias)):
+        if tensor is not None and tensor.dtype != x1.dtype:
+            refuse(f"{name} of dtype {tensor.dtype}: the weight-quantised form takes x1's dtype ({x1.dtype})")
+    rows = x1.reshape(-1, x1.shape[-1])
+    y = weight_quant_batch_matmul_v2(rows, x2, antiquant_scale, antiquant_offset, None, None, bias,
+                                     transpose_x=False, transpose_weight=is_trans_b,
+                                     antiquant_group_size=group_size, dtype=-1)
+    return y.reshape(*x1.shape[:-1], y.shape[-1])
+
+
 @ge_kernel("MatmulAllReduce", accepts={"x1": _HALF + (torch.int8,), "x2": _HALF + (torch.int8,)},
            layout_only={"comm_mode": _ENGINE})
 def matmul_all_reduce(x1, x2, bias, x3, antiquant_scale, antiquant_offset, dequant_scale, pertoken_scale,
                       comm_quant_scale_1, comm_quant_scale_2, *, group, reduce_op, is_trans_a, is_trans_b,
                       comm_turn, antiquant_group_size, group_size, y_dtype, comm_quant_mode):
     """y = AllReduce(x1 @ x2 + bias + x3) over `group`; full-quant (int8 x1/x2):
-    y = AllReduce(dequant_scale * pertoken_scale * (x1 @ x2 + bias) + x3) (module docstring)."""
-    if antiquant_scale is not None or antiquant_offset is not None or antiquant_group_size:
-        refuse("the weight-quantised MatmulAllReduce (antiquant_scale/antiquant_offset, A16W8) is not simulated")
+    y = AllReduce(dequant_scale * pertoken_scale * (x1 @ x2 + bias) + x3); weight-quant (int8 x2 with
+    antiquant_scale): y = AllReduce(x1 @ ((x2 + antiquant_offset) * antiquant_scale) + bias + x3)."""
+    if antiquant_scale is None and (antiquant_offset is not None or antiquant_group_size):
+        refuse("antiquant_offset/antiquant_group_size without antiquant_scale")
     if comm_quant_scale_1 is not None or comm_quant_scale_2 is not None or comm_quant_mode:
         refuse("low-bit communication (comm_quant_scale_1/2, comm_quant_mode: all-to-all + all-gather of int8 "
                "partial sums) is not simulated")
@@ -115,7 +140,10 @@ def matmul_all_reduce(x1, x2, bias, x3, antiquant_scale, antiquant_offset, dequa
     _one_pass(comm_turn)
     if is_trans_a:
         refuse("is_trans_a=true: CANN's MC2 ops take x1 untransposed")
-    if x1.dtype == torch.int8:
+    if antiquant_scale is not None:
+        y = _weight_quantised_product(x1, x2, bias, antiquant_scale, antiquant_offset, antiquant_group_size,
+                                      dequant_scale, pertoken_scale, y_dtype, is_trans_b)
+    elif x1.dtype == torch.int8:
         if x2.dtype != torch.int8 or dequant_scale is None:
             refuse(f"x1 int8 with x2 {x2.dtype} and dequant_scale {'absent' if dequant_scale is None else 'given'}: "
                    "the full-quant form takes int8 x1 and x2 and a dequant_scale")
