@@ -1,7 +1,7 @@
-"""Fast calls of the slicing and indexing kernels (kernels/shape_slice.py, index.py): the index the kernel
-builds from its Const begin/end/axes/strides (or offsets/size) is built once; aten.index with the node's
-index tensors, where any refusal re-runs the kernel (its own range error; its wrapping of negative indices
-gives what aten.index gives)."""
+"""Fast calls of the slicing, joining and indexing kernels (kernels/shape_slice.py, shape.py, index.py,
+math_compare.py): the index the kernel builds from its Const begin/end/axes/strides (or offsets/size,
+split sizes, concat dim) is built once; aten.index with the node's index tensors, where any refusal
+re-runs the kernel (its own range error; its wrapping of negative indices gives what aten.index gives)."""
 from __future__ import annotations
 
 import torch
@@ -73,3 +73,28 @@ def index_by_tensor(x, indices, *, indices_mask):
             return _index_kernel(x, indices, indices_mask=indices_mask)
 
     return call
+
+
+@specialises("ConcatV2", reads_values=("concat_dim",))
+def concat_v2(x, concat_dim, *, N):
+    if any(t.dim() == 0 for t in x):  # the kernel reshapes 0-d inputs first: left to it
+        return None
+    dim, cat = int_list(concat_dim)[0], torch.cat
+    return lambda x, concat_dim: cat(x, dim)
+
+
+@specialises("SplitV", reads_values=("size_splits", "split_dim"))
+def split_v(x, size_splits, split_dim, *, num_split):
+    sizes, dim = int_list(size_splits), int_list(split_dim)[0]
+    if -1 in sizes:
+        known = sum(s for s in sizes if s != -1)
+        sizes = [x.shape[dim] - known if s == -1 else s for s in sizes]
+    split = torch.split
+    return lambda x, size_splits, split_dim: tuple(t.contiguous() for t in split(x, sizes, dim))
+
+
+@specialises("SelectV2")
+def select_v2(condition, then, else_):
+    if condition.dtype != torch.bool:
+        return None
+    return torch.where

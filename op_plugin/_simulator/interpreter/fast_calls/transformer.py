@@ -39,6 +39,11 @@ def mat_mul_v2(x1, x2, bias, offset_w, *, transpose_x1, transpose_x2, offset_x):
     return _matmul_call(x1, x2, bias, transpose_x1, transpose_x2)
 
 
+@specialises("MatMul")
+def mat_mul(x1, x2, bias, *, transpose_x1, transpose_x2):
+    return _matmul_call(x1, x2, bias, transpose_x1, transpose_x2)
+
+
 @specialises("BatchMatMul")
 def batch_mat_mul(x1, x2, *, adj_x1, adj_x2):
     return _matmul_call(x1, x2, None, adj_x1, adj_x2)
