@@ -27,6 +27,7 @@ import os
 import re
 import select
 import signal
+import time
 
 import torch
 
@@ -123,8 +124,9 @@ class _Peers:
         """Rank 0's result, or the first other rank's where rank 0 passed and it did not."""
         from .declared_cases import CaseResult
 
+        deadline = time.monotonic() + 2 * COLLECTIVE_SECONDS  # one bound for all peers: they run side by side
         for rank, _, read in self.peers:
-            ready, _, _ = select.select([read], [], [], 2 * COLLECTIVE_SECONDS)
+            ready, _, _ = select.select([read], [], [], max(0.0, deadline - time.monotonic()))
             line = _read_all(read) if ready else b""
             theirs = CaseResult(**json.loads(line)) if line.strip() else CaseResult(
                 result.case_id, "crash", f"rank {rank} of {len(self.peers) + 1} gave no result (it died or hung)")
