@@ -32,6 +32,7 @@ import torch
 
 from ...._ge.values import TORCH_TO_GE, ge_dtype_to_torch
 from ..registry import ge_kernel, refuse
+from .common import attr_dtype
 from .hccl import hcom_all_gather, hcom_all_reduce, hcom_reduce_scatter
 from .quantize import quant_batch_matmul_v3, weight_quant_batch_matmul_v2
 
@@ -149,7 +150,8 @@ def matmul_all_reduce(x1, x2, bias, x3, antiquant_scale, antiquant_offset, dequa
                    "the full-quant form takes int8 x1 and x2 and a dequant_scale")
         if y_dtype == _UNDEFINED_DTYPE:
             refuse("y_dtype undefined: the full-quant MatmulAllReduce needs its output dtype (float16/bfloat16)")
-        y = _quantised_product(x1, x2, bias, dequant_scale, pertoken_scale, ge_dtype_to_torch(y_dtype), is_trans_b)
+        y = _quantised_product(x1, x2, bias, dequant_scale, pertoken_scale, attr_dtype("y_dtype", y_dtype),
+                               is_trans_b)
     else:
         if x2.dtype != x1.dtype:
             refuse(f"x1 {x1.dtype} and x2 {x2.dtype}: the non-quantised MatmulAllReduce takes one dtype")
