@@ -7,11 +7,11 @@ example, in one fresh process per model (one intra-op thread):
   with the nodes' fast calls (interpreter/fast_calls), the same program calling every node's kernel, and
   npugraph walking the plan's steps one by one as the executor did before the program (reproduced
   here as `_step_walk`), timed in alternating rounds; medians, ratios against eager from the same rounds;
-* per GE type: the summed CPU time of that type's kernels (or fast calls) in one call (the calling
-  thread's CPU time around each, so other processes' load barely shows; the timer adds ~0.5 us per
-  node), next to eager's aten ops in one call (torch.profiler self CPU time per op, divided by the
-  calls) and the simulator's aten ops under the same profiler: an aten op the simulator calls more
-  often than eager, or a copy/cast eager does not make, is a kernel slower than its eager counterpart.
+* per GE type: the summed time of that type's kernels (or fast calls) in one call, median over the
+  profiled calls (a perf_counter around each node; the timer adds ~0.3 us per node), next to eager's
+  aten ops in one call (torch.profiler self CPU time per op, divided by the calls) and the simulator's
+  aten ops under the same profiler: an aten op the simulator calls more often than eager, or a
+  copy/cast eager does not make, is a kernel slower than its eager counterpart.
 """
 from __future__ import annotations
 
@@ -60,13 +60,12 @@ def _step_walk(plan, folded: dict):
     return walk
 
 
-def per_type_cpu(plans: dict, call, calls: int) -> tuple[dict, dict]:
-    """({GE type: CPU us per call}, {GE type: unfolded nodes}) over `calls` calls of `call`, with a timer
-    (the calling thread's CPU time) around every unfolded node's kernel or fast call of the verified
-    programs of `plans` (plan -> the inputs of one of its calls). The programs are rebuilt with the timers
-    and stay so: profile last."""
-    import time
-
+def per_type_us(plans: dict, call, calls: int) -> tuple[dict, dict]:
+    """({GE type: us per call}, {GE type: unfolded nodes}): the median over `calls` calls of `call` of each
+    type's summed time, from a timer (perf_counter: ~0.2 us a reading; the thread's CPU clock is a ~2 us
+    system call here, which would swamp nodes of a few us) around every unfolded node's kernel or fast call
+    of the verified programs of `plans` (plan -> the inputs of one of its calls). The programs are rebuilt
+    with the timers and stay so: profile last."""
     from op_plugin._simulator.interpreter.binding import BoundKernel
     from op_plugin._simulator.interpreter.executor.program import build_program
 
@@ -75,11 +74,11 @@ def per_type_cpu(plans: dict, call, calls: int) -> tuple[dict, dict]:
 
     def timed(fn, op_type):
         def wrapper(*a, **k):
-            start = time.thread_time()
+            start = perf()
             try:
                 return fn(*a, **k)
             finally:
-                per_type[op_type] = per_type.get(op_type, 0.0) + time.thread_time() - start
+                per_type[op_type] = per_type.get(op_type, 0.0) + perf() - start
         return wrapper
 
     for p in plans:
@@ -95,10 +94,12 @@ def per_type_cpu(plans: dict, call, calls: int) -> tuple[dict, dict]:
             fast = {step: timed(fn, step.op.type) for step, fn in verified.fast.items()}
             p._verified[signature] = verified._replace(program=build_program(p, plans[p], verified.folded, fast))
     call()
-    per_type.clear()
+    samples = []
     for _ in range(calls):
+        per_type.clear()
         call()
-    return {t: v / calls * 1e6 for t, v in per_type.items()}, nodes
+        samples.append(dict(per_type))
+    return {t: median(sample.get(t, 0.0) for sample in samples) * 1e6 for t in nodes}, nodes
 
 
 def child(payload: dict) -> dict:
@@ -159,7 +160,7 @@ def child(payload: dict) -> dict:
         use("program")
         fast_nodes = sum(len(v["program"].fast) for v in variants.values())
 
-        ge_us, nodes = per_type_cpu(plans, call["npugraph"], payload["profile_calls"])
+        ge_us, nodes = per_type_us(plans, call["npugraph"], payload["profile_calls"])
         calls = payload["profile_calls"]
         aten = {}
         for mode in ("eager", "npugraph"):
@@ -189,7 +190,8 @@ def run(quick: bool = False) -> dict:
                                med["kernels"] * 1e3, med["step_walk"] * 1e3, med["program"] / med["eager"],
                                med["kernels"] / med["eager"], med["step_walk"] / med["eager"]])
         ge_rows = sorted(out["ge_us"].items(), key=lambda kv: -kv[1])[:cfg["top"]]
-        tables.append({"title": f"{name}: GE types by kernel CPU time per call (us), all nodes of the type",
+        tables.append({"title": f"{name}: GE types by kernel time per call (us, median over calls), all nodes of "
+                                "the type",
                        "columns": ["GE type", "nodes", "kernel us per call", "us per node"],
                        "rows": [[t, out["nodes"].get(t, 0), us, us / max(out["nodes"].get(t, 1), 1)]
                                 for t, us in ge_rows]})

@@ -71,7 +71,7 @@ def child(payload: dict) -> dict:
 
     import torch
 
-    from .ge_profile import per_type_cpu
+    from .ge_profile import per_type_us
 
     torch.set_num_threads(payload["threads"])
     # CPU time: the calling thread's with one intra-op thread, the process's with more (the pool's too)
@@ -120,7 +120,7 @@ def child(payload: dict) -> dict:
                             times[backend].append(perf() - start)
                 plan_run = list(inside)
                 compiled = functools.partial(fns["npugraph"], *args, **kwargs)
-                ge_us, nodes = per_type_cpu(plans, compiled, payload["calls_per_round"])
+                ge_us, nodes = per_type_us(plans, compiled, 2 * payload["calls_per_round"] + 1)
             key = f"{model_name}.B{batch}xL{length}.{'dynamic' if dynamic else 'static'}"
             out[key] = {b: times[b] for b in BACKENDS}
             out[key].update(cpu=cpu, plan_run=plan_run, ge_us=ge_us, nodes=nodes)
@@ -238,7 +238,7 @@ def run(quick: bool = False) -> dict:
                  "rounds, medians; wall times for reference. 'Around the plan' is the npugraph call minus the time "
                  "inside GraphPlan.run: dynamo's guards and AOT's wrapper (which aot_eager pays too) plus TorchAir's "
                  "runtime. The GE kernels' times come from a timer around each node (bench/ge_profile.py "
-                 "per_type_cpu), which adds ~0.5 us per node.")
+                 "per_type_us: perf_counter, median over calls), which adds ~0.3 us per node.")
     return {"name": "zoo_steady", "title": "Steady-state calls on public models and the examples; peak memory",
             "config": {"models (name, batch, length)": models, "threads": cfg["threads"],
                        "warm-up calls": cfg["warmup"],
