@@ -3,7 +3,8 @@
 `bind(entry, op, attrs)` returns `call(args) -> list[Tensor]`, where `args` are the node's data
 inputs in GE order (None for an optional input left unfed). Everything that depends only on the
 node is worked out here, when the plan is built: which inputs form a dynamic input's list, each
-attr's value (the node's, else CANN's default), the dtype rules to apply.
+attr's value (the node's, else CANN's default), the dtype rules to apply. An attr on the node that the
+prototype does not name is refused unless `unnamed_attrs` accepts it (bookkeeping, proven inert).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import torch
 from ..._base.numerics import opmath
 from ..._ge.builtin_prototypes import builtin_prototype
 from ..._ge.ir import REQUIRED, InputKind, IrPrototype
+from . import unnamed_attrs
 from .errors import GeExecutionError, KernelError, refuse
 from .registry import KernelEntry
 
@@ -82,6 +84,8 @@ def bind(entry: KernelEntry, op, attrs: dict, data_count: int | None = None) -> 
         data_count = sum(1 for text in op.input if not text.endswith(":-1"))
     signature = kernel_signature(entry.fn)
     prototype = prototype_of(entry, op.type)
+    if prototype is not None:  # an attr the prototype does not name would never reach the kernel
+        unnamed_attrs.check(op, prototype, attrs, where)
     if signature.var_keyword:
         if prototype is None:
             raise GeExecutionError(f"{where}: the kernel takes **named inputs but {op.type} has no prototype")

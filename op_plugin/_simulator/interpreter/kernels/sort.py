@@ -5,12 +5,17 @@ ops-math files them in ``math/``) and TorchAir's converters (``ge_converter/aten
 ``topk.py``, ``searchsorted.py``). Index outputs are int32 where the prototype says so (TorchAir casts
 them to int64 after). Ties keep their input order (torch's CPU sort is stable), which a non-stable NPU
 sort may not.
+
+TopKV2 binds ops-math's REG_OP (``math/top_k_v2/op_graph/top_k_v2_proto.h``), newer than the wheel's
+header: TorchAir's generated TopKV2 writes ``sort_policy`` (always 1) on every node, an attr only that
+REG_OP names, which also adds ``indices_dtype`` (int32 or int64 indices).
 """
 from __future__ import annotations
 
 import torch
 
-from ...._ge.values import ge_dtype_to_torch
+from ...._ge.reg_op import parse_reg_ops
+from ...._ge.values import TORCH_TO_GE, ge_dtype_to_torch
 from ..registry import ge_kernel, refuse
 from .common import int_list
 
@@ -36,11 +41,39 @@ def sort(x, *, axis, descending, stable):
     return values, indices.to(torch.int32)
 
 
-# The prototype lists int32 for k; TorchAir's topk converter feeds k as an int64 Const (GE casts it
-# on an NPU), so both are taken.
-@ge_kernel("TopKV2", accepts={"x": _REAL_NUMBERS, "k": (torch.int32, torch.int64)})
-def top_k_v2(x, k, *, sorted, dim, largest):
-    """The k largest (or smallest) entries along `dim`, sorted when `sorted`, with int32 indices."""
+# ops-math math/top_k_v2/op_graph/top_k_v2_proto.h as CANN writes it (k and indices: IndexNumberType,
+# int32 or int64).
+_TOP_K_V2 = parse_reg_ops('''
+"""REG_OP(TopKV2)
+    .INPUT(x, TensorType::RealNumberType())
+    .INPUT(k, TensorType::IndexNumberType())
+    .OUTPUT(values, TensorType::RealNumberType())
+    .OUTPUT(indices, TensorType::IndexNumberType())
+    .ATTR(sorted, Bool, true)
+    .ATTR(dim, Int, -1)
+    .ATTR(largest, Bool, true)
+    .ATTR(indices_dtype, Int, DT_INT32)
+    .ATTR(sort_policy, Int, 0)
+    .OP_END_FACTORY_REG(TopKV2)
+"""
+''', {"DT_INT32": TORCH_TO_GE[torch.int32]})["TopKV2"]
+_INDEX_DTYPES = (torch.int32, torch.int64)
+_INDEX_DTYPE_OF = {TORCH_TO_GE[dtype]: dtype for dtype in _INDEX_DTYPES}
+# The proto's doc: 0 keeps the original sort, 1 takes the Bitonic Small TopK path when sorted and k in [2, 32].
+# Both return the k extreme values in order; which of equal values' indices comes first is documented for
+# neither (ties: see the module doc), so the CPU result is the same for both.
+_SORT_POLICY = "picks the NPU's sorting path (1: bitonic for sorted k in [2, 32]); the k values and order are the same"
+
+
+@ge_kernel("TopKV2", accepts={"x": _REAL_NUMBERS, "k": _INDEX_DTYPES}, prototype=_TOP_K_V2,
+           layout_only={"sort_policy": _SORT_POLICY})
+def top_k_v2(x, k, *, sorted, dim, largest, indices_dtype):
+    """The k largest (or smallest) entries along `dim`, sorted when `sorted`, with indices of
+    `indices_dtype` (int32 or int64)."""
+    index_dtype = _INDEX_DTYPE_OF.get(indices_dtype)
+    if index_dtype is None:
+        refuse(f"indices_dtype {indices_dtype} is neither DT_INT32 ({TORCH_TO_GE[torch.int32]}) nor DT_INT64 "
+               f"({TORCH_TO_GE[torch.int64]})")
     counts = int_list(k)
     if len(counts) != 1:
         refuse(f"k must hold one value, got {len(counts)}")
@@ -49,7 +82,7 @@ def top_k_v2(x, k, *, sorted, dim, largest):
     if not 0 <= counts[0] <= length:
         refuse(f"k={counts[0]} is outside [0, {length}] for dim {axis}")
     values, indices = torch.topk(x, counts[0], dim=axis, largest=largest, sorted=sorted)
-    return values, indices.to(torch.int32)
+    return values, indices.to(index_dtype)
 
 
 @ge_kernel("SearchSorted", accepts={"sorted_sequence": _SORT_DTYPES, "values": _SORT_DTYPES,
