@@ -51,14 +51,29 @@ class NewerDefault(NamedTuple):
 
 
 # GE type -> {attr: why it cannot change the result, with the source}. Measured over the simulator's
-# GE-kernel, npu-op and zoo tests and TorchAir's declared cases (brief H7): no attr needs an entry today.
-# The one attr of no wheel prototype that the pinned TorchAir writes (TopKV2's sort_policy) is bound
-# through ops-math's REG_OP in kernels/sort.py instead.
-INERT_ATTRS: dict[str, dict[str, str]] = {}
+# GE-kernel, npu-op and zoo tests and TorchAir's declared cases (brief H7): TorchAir's builders write no
+# attr that needs an entry (TopKV2's sort_policy, the one attr of no wheel prototype they write, is bound
+# through ops-math's REG_OP in kernels/sort.py). The entries are for graphs built by hand.
+INERT_ATTRS: dict[str, dict[str, str]] = {
+    "LogSoftmaxV2": {
+        # SoftmaxV2 has half_to_float; a node of LogSoftmaxV2 given it anyway (as torch's _log_softmax
+        # argument) is computed in the input dtype on the NPU too.
+        "half_to_float": "no REG_OP of LogSoftmaxV2 has it (the wheel's header, and ops-nn "
+                         "activation/log_softmax_v2/op_graph/log_softmax_v2_proto.h: attr axes only), so no "
+                         "NPU kernel reads it",
+    },
+}
 
-# GE type -> {attr: NewerDefault}. Empty for the same reason: a newer REG_OP the simulator knows is
-# declared as the kernel's prototype, so its attrs are named and bound.
-NEWER_DEFAULTS: dict[str, dict[str, NewerDefault]] = {}
+# GE type -> {attr: NewerDefault}: attrs that a newer REG_OP than the wheel's header adds, where the
+# kernel computes what the documented default asks for and nothing else.
+NEWER_DEFAULTS: dict[str, dict[str, NewerDefault]] = {
+    # true: an empty axes list reduces nothing, as the ReduceSum kernel does (kernels/reduce.py); false
+    # reduces every axis on Ascend950 and later and is ignored before, a choice of chip the simulator
+    # does not make, so false is refused.
+    "ReduceSum": {"noop_with_empty_axes": NewerDefault(
+        True, "ops-math math/reduce_sum/op_graph/reduce_sum_proto.h: .ATTR(noop_with_empty_axes, Bool, true), "
+              "valid only for Ascend950 AI Processors and later")},
+}
 
 
 def accepted(op_type: str, name: str, value) -> bool:
