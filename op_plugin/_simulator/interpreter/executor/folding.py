@@ -1,6 +1,6 @@
 """Which GE nodes a plan can compute once per input signature instead of on every call.
 
-A node's outputs are fixed by the signature (`plan._signature`: input dtypes and shapes, and the
+A node's outputs are fixed by the signature (`verified.input_signature`: input dtypes and shapes, and the
 values of small integer inputs) when it reads a shape (Shape, Size, Rank), or when every data input
 it reads is a Const, a small integer Data input (a symbolic size), or the output of another such
 node, and its kernel is a pure built-in:

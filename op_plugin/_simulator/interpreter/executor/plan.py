@@ -48,7 +48,9 @@ from .checks import GeExecutionError, check_output, output_check
 from .folding import foldable_steps, is_ref_op, small_integer_data
 from .program import build_program
 from .fx_shapes import FxShapes, check_fx_shape
-from .verified import Verified, fast_call, fast_calls_enabled, fresh_output, specialiser_for
+from .verified import (
+    SMALL_INT_INPUT, Verified, fast_call, fast_calls_enabled, fresh_output, input_signature, specialiser_for,
+)
 
 
 class _Step:
@@ -87,7 +89,6 @@ _MAX_VERIFIED_SIGNATURES = 64
 # value: TorchAir's converter of torch_npu's npu_kv_rmsnorm_rope_cache (v1) feeds it the caller's caches,
 # which it updates in place on an NPU (eagerly and in graph mode) and returns as well.
 IN_PLACE_TYPES = frozenset({"KvRmsNormRopeCache"})
-_SMALL_INT_INPUT = 16  # integer inputs up to this many elements enter the signature by value
 
 
 class _DataInput:
@@ -212,7 +213,7 @@ class GraphPlan:
                 check = None if desc is None else output_check(desc, f"graph input {index} (Data node {op.name!r})",
                                                                trust_float=True)
                 self._data_inputs.append(_DataInput(op, index, outs[0][1] if outs else None, check))
-                if outs and small_integer_data(desc, _SMALL_INT_INPUT):
+                if outs and small_integer_data(desc, SMALL_INT_INPUT):
                     small_data_slots.add(outs[0][1])
         freed: dict[int, list[int]] = {}
         for slot, position in last_reader.items():
@@ -294,7 +295,7 @@ class GraphPlan:
         if len(inputs) != self.num_data:
             raise GeExecutionError(f"GE graph {self.name!r} has {self.num_data} Data nodes "
                                    f"but got {len(inputs)} inputs")
-        signature = _signature(inputs) if self._verified is not None and not _observers else None
+        signature = input_signature(inputs) if self._verified is not None and not _observers else None
         token = VIEWS_ALLOWED.set(self._views_allowed)
         try:
             if signature is not None:
@@ -394,27 +395,6 @@ class GraphPlan:
                                        f"got {tensor.dtype}")
             outputs.append(tensor)
         return outputs
-
-
-def _signature(inputs: list) -> tuple:
-    """What fixes every node's output dtype and shape: each input's dtype and shape, and the values
-    of small integer inputs and Python scalars (symbolic sizes arrive that way)."""
-    parts = []
-    append = parts.append
-    for value in inputs:
-        if isinstance(value, torch.Tensor):
-            dtype = value.dtype
-            if dtype in _FLOATING or value.numel() > _SMALL_INT_INPUT:
-                append((dtype, value.shape))
-            else:
-                append((dtype, value.shape, tuple(value.reshape(-1).tolist())))
-        else:
-            append(value)
-    return tuple(parts)
-
-
-_FLOATING = frozenset(dtype for dtype in vars(torch).values()
-                      if isinstance(dtype, torch.dtype) and dtype.is_floating_point)
 
 
 def _storage(tensor: torch.Tensor) -> int:

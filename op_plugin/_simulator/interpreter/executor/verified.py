@@ -1,6 +1,7 @@
 """What a plan keeps per verified input signature, and the two per-call costs that scale with a graph's
 inputs rather than its nodes: the signature itself and the output buffer check.
 
+* `input_signature`: what fixes every node's output dtype and shape (the key of a plan's verified calls);
 * `Verified`: the signature's generated program (`program.build_program`), the folded values' storages
   and identities (no output may be one of them);
 * `fast_call`: on the signature's first, checked call, a node's fast call (`..fast_calls`), verified
@@ -23,6 +24,30 @@ from ..fast_calls import specialiser_of, verify_fast_call
 from ..kernels import lookup_kernel  # noqa: F401  (the kernels register before their fast calls)
 from .folding import is_ref_op
 from .program import grouped_args
+
+SMALL_INT_INPUT = 16  # integer inputs up to this many elements enter the signature by value
+
+
+def input_signature(inputs: list) -> tuple:
+    """What fixes every node's output dtype and shape: each input's dtype and shape, and the values
+    of small integer inputs and Python scalars (symbolic sizes arrive that way)."""
+    parts = []
+    append = parts.append
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            dtype = value.dtype
+            if dtype in _FLOATING or value.numel() > SMALL_INT_INPUT:
+                append((dtype, value.shape))
+            else:
+                append((dtype, value.shape, tuple(value.reshape(-1).tolist())))
+        else:
+            append(value)
+    return tuple(parts)
+
+
+_FLOATING = frozenset(dtype for dtype in vars(torch).values()
+                      if isinstance(dtype, torch.dtype) and dtype.is_floating_point)
+
 
 
 class Verified(NamedTuple):
