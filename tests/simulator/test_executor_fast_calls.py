@@ -141,3 +141,40 @@ def test_index_and_slice_fast_calls_match_an_oracle_and_keep_the_refusal(graph_b
     assert plan._program.fast_nodes == 2
     with pytest.raises(plan_module.GeExecutionError, match=r"IndexByTensor \(node 'pick'\): indices for dim 0 hold"):
         plan.run([table, torch.tensor([0, 4, 1])])
+
+
+@pytest.mark.parametrize("name", ["bert_layer", "small_cnn"])
+def test_the_examples_run_fast_calls_and_give_the_kernels_results(name, monkeypatch):
+    """Nearly every node of a transformer layer or a CNN has a fast call (a kernel change that makes its
+    specialiser decline shows here), and the results equal those of the kernels, bit for bit."""
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    example = __import__(f"examples.{name}", fromlist=["build"])
+    model, _ = example.build()
+    inputs = example.example_inputs(batch=2) if name == "small_cnn" else example.example_inputs(model, batch=2, seq=5)
+    plans = []
+    original = plan_module.GraphPlan.__init__
+
+    def recording_init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        plans.append(self)
+
+    monkeypatch.setattr(plan_module.GraphPlan, "__init__", recording_init)
+    results = {}
+    for fast in (True, False):
+        monkeypatch.setenv("OP_PLUGIN_NO_FAST_CALLS", "0" if fast else "1")
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="npugraph", fullgraph=True)
+        with torch.no_grad():
+            results[fast] = [compiled(*[t.clone() for t in inputs]) for _ in range(3)]
+        if fast:
+            unfolded = sum(len(plan._unfolded_steps) for plan in plans)
+            with_fast = sum(plan._program.fast_nodes for plan in plans)
+            assert unfolded and with_fast >= 0.8 * unfolded, (with_fast, unfolded)
+    for a, b in zip(results[True], results[False], strict=True):
+        for x, y in zip(*(r if isinstance(r, tuple) else (r,) for r in (a, b)), strict=True):
+            assert torch.equal(x, y)
