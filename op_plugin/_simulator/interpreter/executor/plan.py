@@ -278,6 +278,12 @@ class GraphPlan:
     def _prepare_outputs(self) -> None:
         op = self._output_step.op
         self._output_checks = []
+        # Outputs whose buffer the storage use count may vouch for (verified.fresh_output): a graph input, a
+        # Const, or a built-in kernel's result. A user's kernel might alias an input through a storage of its
+        # own (torch.from_numpy(x.numpy())): its outputs are compared with every input's storage.
+        producer = {slot: step for step in self.steps for _, slot in step.out_slots}
+        self._trusted_outputs = tuple(slot in producer and (producer[slot].builtin or producer[slot].kernel is None)
+                                      for slot in self._output_step.arg_slots)
         for index, ref in enumerate(self._output_step.inputs):
             if ref is None:
                 raise GeExecutionError(f"GE graph {self.name!r}: NetOutput input {index} is empty")
@@ -377,11 +383,13 @@ class GraphPlan:
         outputs = []
         seen_storages = None  # built only when an output's buffer may be shared (verified.fresh_output)
         kept_ids = self._kept_ids | cached_ids if cached_ids else self._kept_ids
-        for value, (where, check, expected) in zip(outs, self._output_checks, strict=True):
+        for value, trusted, (where, check, expected) in zip(outs, self._trusted_outputs, self._output_checks,
+                                                            strict=True):
             tensor = value.contiguous()
             # GE writes every output into its own buffer: never hand back an alias of an input,
             # another output, a Const the plan keeps or a value it caches for a signature.
-            if seen_storages is None and tensor.numel() > 0 and not fresh_output(tensor, inputs, outputs, kept_ids):
+            if seen_storages is None and tensor.numel() > 0 and not (
+                    (trusted or tensor is not value) and fresh_output(tensor, inputs, outputs, kept_ids)):
                 seen_storages = {_storage(t) for t in inputs if isinstance(t, torch.Tensor)}
                 seen_storages |= self.kept_storages | cached_storages | {_storage(t) for t in outputs}
             if seen_storages is not None:
