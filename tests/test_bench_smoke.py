@@ -37,6 +37,8 @@ EXPECTED_FIGURES = {
                    "npugraph_vs_aot_eager.example:bert_layer.B2xL7.dynamic.T1"],
     "registration": ["yaml_s.N5", "torch_library_s.N5", "ratio_yaml_vs_torch_library.N5",
                      "yaml_rss_kib_per_op.N5", "yaml_tracemalloc_kib_per_op.N5"],
+    "npu_tiers": ["npugraph_over_eager.w8a8:bfloat16.T1", "npugraph_over_aot_eager.w8a8:bfloat16.T1"],
+    "distributed_tier": ["npugraph_over_eager", "npugraph_over_aot_eager"],
 }
 
 
@@ -105,3 +107,17 @@ def test_report_renders(quick_results, tmp_path):
     assert "## Goals" in text and text.count("\n## ") >= 2 + len(results)
     for result in results:
         assert result["title"] in text
+
+
+def test_suite_time_reads_a_steps_pytest_summary_and_slowest_tests(tmp_path):
+    """bench.suite_time times CI's steps in a fresh clone (too long for a smoke test); its reading of a
+    step's output is checked on a stand-in step."""
+    from bench import suite_time
+
+    lines = ["============ slowest 8 durations ============", "12.50s call     tests/a.py::test_x",
+             "0.20s setup    tests/b.py::test_y", "========== 3 passed, 1 skipped in 20.00s =========="]
+    step = suite_time._run_step("stand-in", [sys.executable, "-c", f"print({chr(10).join(lines)!r})"], tmp_path)
+    assert step["rc"] == 0 and step["summary"] == "3 passed, 1 skipped"
+    assert step["slowest"] == ["12 s call tests/a.py::test_x"]   # under a second: not a reason
+    failing = suite_time._run_step("failing", [sys.executable, "-c", "raise SystemExit(3)"], tmp_path)
+    assert failing["rc"] == 3
