@@ -44,3 +44,19 @@ def rotation():
         return r
 
     return rotation
+
+
+@pytest.fixture
+def recorded_plans(monkeypatch):
+    """Every GraphPlan the executor builds during the test, in order (GraphPlan.__init__ wrapped)."""
+    from op_plugin._simulator.interpreter.executor import plan as plan_module
+
+    plans = []
+    original = plan_module.GraphPlan.__init__
+
+    def recording_init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        plans.append(self)
+
+    monkeypatch.setattr(plan_module.GraphPlan, "__init__", recording_init)
+    return plans

@@ -144,7 +144,7 @@ def test_index_and_slice_fast_calls_match_an_oracle_and_keep_the_refusal(graph_b
 
 
 @pytest.mark.parametrize("name", ["bert_layer", "small_cnn"])
-def test_the_examples_run_fast_calls_and_give_the_kernels_results(name, monkeypatch):
+def test_the_examples_run_fast_calls_and_give_the_kernels_results(name, monkeypatch, recorded_plans):
     """Nearly every node of a transformer layer or a CNN has a fast call (a kernel change that makes its
     specialiser decline shows here), and the results equal those of the kernels, bit for bit."""
     import sys
@@ -156,14 +156,7 @@ def test_the_examples_run_fast_calls_and_give_the_kernels_results(name, monkeypa
     example = __import__(f"examples.{name}", fromlist=["build"])
     model, _ = example.build()
     inputs = example.example_inputs(batch=2) if name == "small_cnn" else example.example_inputs(model, batch=2, seq=5)
-    plans = []
-    original = plan_module.GraphPlan.__init__
-
-    def recording_init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        plans.append(self)
-
-    monkeypatch.setattr(plan_module.GraphPlan, "__init__", recording_init)
+    plans = recorded_plans
     results = {}
     for fast in (True, False):
         monkeypatch.setenv("OP_PLUGIN_NO_FAST_CALLS", "0" if fast else "1")

@@ -32,7 +32,7 @@ def _calls(example, model, sizes):
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("name", ["llama_block", "bert_layer", "small_cnn"])
-def test_the_fast_path_is_bit_identical_to_checking_every_call(name, dynamic, monkeypatch):
+def test_the_fast_path_is_bit_identical_to_checking_every_call(name, dynamic, monkeypatch, recorded_plans):
     """One compile, its plans run twice over the same calls: checking every node on every call, then
     per signature (the generated program on repeated signatures). Sharing the compiled graphs halves
     the test's compile time and compares the two paths on the very same GE graphs."""
@@ -41,14 +41,7 @@ def test_the_fast_path_is_bit_identical_to_checking_every_call(name, dynamic, mo
     sizes = [(2, 5), (3, 7), (2, 5), (3, 7), (2, 5)] if dynamic else [(2, 5)] * 4
     calls = _calls(example, model, sizes)
     monkeypatch.delenv("OP_PLUGIN_CHECK_EVERY_CALL", raising=False)
-    plans = []
-    original = plan_module.GraphPlan.__init__
-
-    def recording_init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        plans.append(self)
-
-    monkeypatch.setattr(plan_module.GraphPlan, "__init__", recording_init)
+    plans = recorded_plans
     torch._dynamo.reset()
     compiled = torch.compile(model, backend="npugraph", fullgraph=True, dynamic=dynamic)
     results, programs = {}, []
