@@ -1,6 +1,8 @@
 """Declared cases of ops that take a communicator name run in a gloo world (op_plugin/_tools/declared_group.py):
 one rank, or the case's world_size ranks (forked peers); the case's placeholder name is replaced by the group's,
 the group exists only for the case, and a rank that fails fails the case naming the rank."""
+from pathlib import Path
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -83,3 +85,12 @@ def test_more_ranks_than_the_tool_runs_are_refused():
 def test_the_guarded_worker_runs_a_group_case():
     [result] = run_cases(["npu.npu_mm_all_reduce_base.default#1"], workers=1)
     assert result.cls == "pass", result
+
+
+def test_a_case_on_n_ranks_gets_n_times_the_timeout_and_the_pool_applies_it():
+    cases = enumerate_cases(["npu.npu_all_gather_quant_mm", "npu.npu_mm_all_reduce_base", "npu.npu_gelu"])
+    assert declared_group.rank_scaled_timeouts(cases, 100) == {"npu.npu_all_gather_quant_mm.default#1": 800}
+    planted = str(Path(__file__).parent / "data" / "declared_planted.py")
+    [result] = run_cases(["planted.hang#1"], workers=1, timeout=600, setup=[planted],
+                         case_timeouts={"planted.hang#1": 2})
+    assert result.cls == "timeout" and "within 2 s" in result.reason

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .declared_cases import CaseResult, enumerate_cases, import_setup
+from .declared_group import rank_scaled_timeouts
 from .declared_pool import run_cases
 from .declared_report import Progress, check_known, read_known, render_page, summarize, summary_text, write_known
 
@@ -41,7 +42,8 @@ def run(args) -> int:
             return 2
         with Progress(len(cases)) as progress:
             results = run_cases([c.case_id for c in cases], workers=args.workers, timeout=args.timeout,
-                                setup=args.setup or [], on_result=progress.advance)
+                                setup=args.setup or [], on_result=progress.advance,
+                                case_timeouts=rank_scaled_timeouts(cases, args.timeout))
     try:
         previous = read_known(args.write_known) if args.write_known and Path(args.write_known).exists() else {}
     except (OSError, ValueError) as exc:  # an existing --write-known file that is not a known-failures file

@@ -63,6 +63,12 @@ def world_size(case) -> int:
     return value if isinstance(value, int) and value > 1 else 1
 
 
+def rank_scaled_timeouts(cases, timeout: float) -> dict[str, float]:
+    """Per-case timeouts for cases on more than one rank: `timeout` per rank, since the ranks are processes
+    sharing the host's cores (8 ranks on 2 cores under a loaded run outlast one case's timeout)."""
+    return {c.case_id: timeout * world_size(c) for c in cases if needs_group(c.target) and world_size(c) > 1}
+
+
 @contextlib.contextmanager
 def _joined(store, rank: int, size: int):
     """This process as `rank` of a gloo world of `size` over `store`; sets the group's name for the case."""

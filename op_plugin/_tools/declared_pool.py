@@ -74,11 +74,14 @@ class _Worker:
 
 def run_cases(case_ids: list[str], *, workers: int = 2, timeout: float = 120.0, setup: list[str] = (),
               memory_limit_gb: float | None = DEFAULT_MEMORY_LIMIT_GB,
-              on_result: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+              on_result: Callable[[CaseResult], None] | None = None,
+              case_timeouts: dict[str, float] | None = None) -> list[CaseResult]:
     """Run the cases in `workers` guarded processes; results in the order of `case_ids`.
 
-    setup: modules each worker imports first (they may `plant_case`). timeout: seconds per case.
+    setup: modules each worker imports first (they may `plant_case`). timeout: seconds per case;
+    case_timeouts: longer ones for some cases (a case on N ranks runs N processes on the same cores).
     """
+    case_timeouts = case_timeouts or {}
     todo: queue.Queue = queue.Queue()
     for case_id in case_ids:
         todo.put(case_id)
@@ -105,12 +108,13 @@ def run_cases(case_ids: list[str], *, workers: int = 2, timeout: float = 120.0, 
                     worker = _start(list(setup), memory_limit_gb)
                     live.add(worker)
                 started = time.monotonic()
-                answer = worker.ask(case_id, timeout)
+                limit = case_timeouts.get(case_id, timeout)
+                answer = worker.ask(case_id, limit)
                 if answer:
                     record(CaseResult(**json.loads(answer)))
                     continue
                 if answer is None:
-                    result = CaseResult(case_id, "timeout", f"no result within {timeout:g} s (worker killed)")
+                    result = CaseResult(case_id, "timeout", f"no result within {limit:g} s (worker killed)")
                 else:
                     worker.proc.wait()
                     result = CaseResult(case_id, "crash", _exit_reason(worker))
