@@ -96,7 +96,8 @@ def render_markdown(results: list[dict], *, machine: dict, versions: dict, plots
            "commit and under what load average it was measured; every comparison is a ratio against a baseline "
            "measured in the same run of that benchmark. Medians over "
            "the repeat counts given in each section. Goals are reported, not tuned for; the test suite "
-           "makes no timed assertion.", "",
+           "makes no timed assertion. Hand-written analyses of these figures (A/B runs, per-part breakdowns): "
+           "[performance-notes.md](performance-notes.md).", "",
            "## Machine", "", "| | |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in machine.items()]
     out += ["", "## Versions", "", "| | |", "|---|---|"]
