@@ -11,11 +11,29 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _source_copy(folder: Path) -> Path:
+    """The checkout's files (tracked, and untracked ones git does not ignore) copied to `folder`: setuptools
+    builds through the source tree's build/, and a stale build/lib there (a module since moved or renamed)
+    would end up in the wheel beside its successor, as a fresh clone never would."""
+    import shutil
+
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=False)
+    if listed.returncode != 0:  # not a git checkout (an unpacked sdist): build in place
+        return ROOT
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, folder / name)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(ROOT)], check=True, cwd=out)
+                    "-w", str(out), str(_source_copy(out / "src"))], check=True, cwd=out)
     (built,) = out.glob("op_plugin-*.whl")
     return built
 
