@@ -1,4 +1,5 @@
-"""The `op-plugin` command line."""
+"""The `op-plugin` command line: one argparse parser and a small handler per subcommand; the work itself
+lives in `_tools` (the reason this module is a little over 400 lines is the parser's help text)."""
 from __future__ import annotations
 
 import argparse

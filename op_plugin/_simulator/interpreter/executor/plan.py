@@ -27,6 +27,10 @@ another output or a Const the plan keeps: GE gives each output its own buffer.
 Collectives (HcomAllReduce & co., `..collectives`) run on every call, never folded; on a plan's first
 run each one is preceded by the agreement of its group's ranks (`collectives.agree`), so a
 rank-divergent graph fails naming the node instead of hanging.
+
+Why this module is over 400 lines: building a plan and running it share the node table and its checks;
+what could stand alone already does (the straight-line program: program.py, its verified fast calls:
+verified.py and ../fast_calls/, output checks: checks.py, folding: folding.py, FX shapes: fx_shapes.py).
 """
 
 from __future__ import annotations
