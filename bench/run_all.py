@@ -95,6 +95,9 @@ def main(argv=None) -> int:
     machine = machine_info()
     machine["load average (1 min) before / after the run"] = f"{load_before[0]:.2f} / {load_after[0]:.2f}"
     command = "make bench" if not args.quick else "python -m bench.run_all --quick"
+    if args.reuse and len(results) > len(names):  # some sections come from earlier runs: say so, with their time
+        command = "python -m bench.run_all --results DIR --reuse (sections from separate runs, stamped below)"
+        wall = sum(r.get("config", {}).get("wall_s", 0) for r in results)
     text = render_markdown(results, machine=machine, versions=versions(), plots=plots, wall_s=wall, command=command)
     out.write_text(text, encoding="utf-8")
     print(f"\nwrote {out}" + (f" and {out.with_name(plots['lowering_scaling'])}" if plots else "")
