@@ -33,11 +33,18 @@ from ._common import ROOT, cli, goal, perf
 GOAL_TEST_MIN, GOAL_CI_MIN = 10.0, 35.0
 STEP_TIMEOUT_S = 90 * 60  # CI's own limit: a step past it would fail CI anyway
 DURATIONS = 8
-STEPS = (("setup", ["make", "setup"]),
-         ("make test", ["make", "test", f"PYTEST_ARGS=--durations={DURATIONS}"]),
-         ("make declared-cases", ["make", "declared-cases"]),
-         ("make distributed", ["make", "distributed"]),
-         ("make zoo", ["make", "zoo"]))
+
+
+def ci_steps(script: Path = ROOT / ".ci" / "run") -> tuple[tuple[str, list[str]], ...]:
+    """`make setup`, then the `make <target>` lines of .ci/run in order (read, not copied, so the two
+    cannot drift); `make test` gets --durations for the slowest tests."""
+    targets = re.findall(r"^make ([\w-]+)\s*$", script.read_text(encoding="utf-8"), re.M)
+    extra = {"test": [f"PYTEST_ARGS=--durations={DURATIONS}"]}
+    return (("setup", ["make", "setup"]),
+            *((f"make {t}", ["make", t, *extra.get(t, [])]) for t in targets))
+
+
+STEPS = ci_steps()
 _SUMMARY = re.compile(r"^=*\s*(\d+ (?:passed|failed).*) in [\d.]+s", re.M)
 _DURATION = re.compile(r"^\s*(\d+\.\d+)s (call|setup|teardown)\s+(\S+)", re.M)
 

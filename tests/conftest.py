@@ -1,4 +1,5 @@
 import os
+import time
 
 # torch turns a custom op that aliases its inputs into an error when the CI variable is set (a warning
 # otherwise); every run of these tests, and the rank processes they start, checks as CI does.
@@ -29,8 +30,6 @@ _session_start: list[float] = []
 def pytest_runtest_logstart(nodeid, location):
     """Name each test file as its first test starts, with the time since the first start, so a long run
     shows what it is doing (under xdist the controller hears every worker's start)."""
-    import time
-
     path = nodeid.split("::", 1)[0]
     if path in _started_files:
         return
