@@ -52,9 +52,7 @@ from .checks import GeExecutionError, check_output, output_check
 from .folding import foldable_steps, is_ref_op, small_integer_data
 from .program import build_program
 from .fx_shapes import FxShapes, check_fx_shape
-from .verified import (
-    SMALL_INT_INPUT, Verified, fast_call, fast_calls_enabled, fresh_output, input_signature, specialiser_for,
-)
+from .verified import SMALL_INT_INPUT, Verified, fresh_output, input_signature
 
 
 class _Step:
@@ -63,7 +61,7 @@ class _Step:
     run's value list it reads its inputs and writes its outputs."""
 
     __slots__ = ("op", "inputs", "attrs", "kernel", "builtin", "const", "checks", "fx_shapes",
-                 "arg_slots", "out_slots", "free_after", "folded", "collective", "writes_inputs", "specialiser")
+                 "arg_slots", "out_slots", "free_after", "folded", "collective", "writes_inputs")
 
     def __init__(self, op, inputs, attrs):
         self.op = op
@@ -81,7 +79,6 @@ class _Step:
         self.folded = False  # outputs fixed by the input signature: computed once per signature
         self.collective = op.type in collectives.GROUP_COLLECTIVES  # its group's ranks agree on it first
         self.writes_inputs = ()  # (output index, graph input index): a ref op writing a Data node's buffer
-        self.specialiser = None  # (specialiser, value params) of its kernel's fast call (verified.specialiser_for)
 
 
 _UNFED = 0  # slot 0 always holds None
@@ -137,7 +134,6 @@ class GraphPlan:
                 entry = _kernel_for(op)
                 step.kernel = bind(entry, op, step.attrs)
                 step.builtin = entry.builtin
-                step.specialiser = specialiser_for(step, entry)
             if op.type == "NetOutput":
                 if self.outputs is not None:
                     raise GeExecutionError(f"GE graph {self.name!r} has more than one NetOutput")
@@ -323,20 +319,19 @@ class GraphPlan:
         values = self._template.copy()
         self._data_value(inputs, values)
         folded_values = {}
-        fast = {} if signature is not None and fast_calls_enabled() else None
-        self._run_checked(values, inputs, folded_values, fast)
+        self._run_checked(values, inputs, folded_values)
         outs = [values[slot] for slot in self._output_step.arg_slots]
         if signature is None:
             return self._collect_outputs(outs, inputs)
         storages = {_storage(v) for v in folded_values.values() if isinstance(v, torch.Tensor) and v.numel() > 0}
         ids = frozenset(id(v) for v in folded_values.values())
-        self._program = build_program(self, inputs, folded_values, fast)
-        self._verified[signature] = Verified(self._program, storages, ids, folded_values, fast or {})
+        self._program = build_program(self, inputs, folded_values)
+        self._verified[signature] = Verified(self._program, storages, ids, folded_values)
         if len(self._verified) > _MAX_VERIFIED_SIGNATURES:
             self._verified.popitem(last=False)
         return self._collect_outputs(outs, inputs, storages, ids)
 
-    def _run_checked(self, values: list, inputs: list, folded_values: dict, fast: dict | None = None) -> None:
+    def _run_checked(self, values: list, inputs: list, folded_values: dict) -> None:
         """Every kernel, every node check; the outputs of folded nodes go to `folded_values`, and the
         verified fast calls of unfolded nodes to `fast` (step -> call) when it is a dict."""
         resolver = self.fx.resolver(inputs) if self.fx is not None else None
@@ -347,10 +342,6 @@ class GraphPlan:
             if agree and step.collective:
                 collectives.agree(step.op, step.attrs, args)
             outputs = _run_kernel(step, args, resolver)
-            if fast is not None and step.specialiser is not None and not step.folded and not step.writes_inputs:
-                call = fast_call(step, args, outputs, self._fixed_slots)
-                if call is not None:
-                    fast[step] = call
             if step.writes_inputs:
                 self._write_inputs(step, outputs, inputs)
             for index, slot in step.out_slots:

@@ -11,19 +11,13 @@ inputs rather than its nodes: the signature itself and the output buffer check.
 """
 from __future__ import annotations
 
-import os
 from itertools import repeat
 from operator import is_
 from typing import NamedTuple
 
 import torch
 
-from ..binding import BoundKernel, kernel_signature
 from ..errors import GeExecutionError
-from ..fast_calls import specialiser_of, verify_fast_call
-from ..kernels import lookup_kernel  # noqa: F401  (the kernels register before their fast calls)
-from .folding import is_ref_op
-from .program import grouped_args
 
 SMALL_INT_INPUT = 16  # integer inputs up to this many elements enter the signature by value
 
@@ -55,46 +49,6 @@ class Verified(NamedTuple):
     storages: set  # storages of the folded values (never handed out)
     ids: frozenset  # id() of the folded values
     folded: dict  # slot -> folded value (the program holds them; kept for tools rebuilding it)
-    fast: dict  # step -> its fast call (idem)
-
-
-def fast_calls_enabled() -> bool:
-    return os.environ.get("OP_PLUGIN_NO_FAST_CALLS") != "1"
-
-
-def specialiser_for(step, entry):
-    """(specialiser, reads_values as parameter indices) for a step's kernel, or None."""
-    found = specialiser_of(entry.fn)
-    if found is None or step.collective or is_ref_op(step.op):
-        return None
-    specialiser, reads_values = found
-    names = kernel_signature(entry.fn).inputs
-    return specialiser, tuple(names.index(name) for name in reads_values)
-
-
-def fast_call(step, args: list, outputs: list, fixed_slots: set):
-    """The verified fast call of `step` for this signature (`args`: its data inputs in GE order,
-    `outputs`: what its kernel returned on them), or None where its specialiser declines."""
-    specialiser, value_params = step.specialiser
-    kernel = step.kernel
-    if not isinstance(kernel, BoundKernel):  # bound by name, or set by hand: no fast call
-        return None
-    groups = kernel.groups
-    for param in value_params:  # a value baked in must be fixed by the signature
-        group = groups[param] if groups is not None else param
-        if group is None:  # an optional input left unfed: None on every call
-            continue
-        if not isinstance(group, int) or group >= len(step.arg_slots) or step.arg_slots[group] not in fixed_slots:
-            return None
-    grouped = grouped_args(args, groups, names=False)
-    try:
-        fast = specialiser(*grouped, **kernel.kwargs)
-    except Exception as error:
-        raise GeExecutionError(f"node {step.op.name!r} ({step.op.type}): the simulator's fast-call specialiser "
-                               f"failed: {error}") from error
-    if fast is not None:
-        verify_fast_call(step.op, outputs, fast, grouped)
-    return fast
 
 
 def _use_count():
