@@ -1,7 +1,8 @@
 """A kernel bound to one GE node: its inputs grouped by the prototype, its attrs resolved once.
 
-`bind(entry, op, attrs)` returns `call(args) -> list[Tensor]`, where `args` are the node's data
-inputs in GE order (None for an optional input left unfed). Everything that depends only on the
+`bind(entry, op, attrs)` returns a `BoundKernel`: `call(args) -> list[Tensor]`, where `args` are the
+node's data inputs in GE order (None for an optional input left unfed), and `call_for(specs)`, the call
+a plan runs for inputs of given specs (`prepared`). Everything that depends only on the
 node is worked out here, when the plan is built: which inputs form a dynamic input's list, each
 attr's value (the node's, else CANN's default), the dtype rules to apply. An attr on the node that the
 prototype does not name is refused unless `unnamed_attrs` accepts it (bookkeeping, proven inert).
@@ -21,6 +22,7 @@ from ..._ge.builtin_prototypes import builtin_prototype
 from ..._ge.ir import REQUIRED, InputKind, IrPrototype
 from . import unnamed_attrs
 from .errors import GeExecutionError, KernelError, refuse
+from .prepared import InputSpec, direct_specs, prepare_of
 from .registry import KernelEntry
 
 NODE_PARAMETER = "node"
@@ -74,8 +76,8 @@ def prototype_of(entry: KernelEntry, op_type: str) -> IrPrototype | None:
         return None
 
 
-def bind(entry: KernelEntry, op, attrs: dict, data_count: int | None = None) -> Callable[[list], list]:
-    """`call(args) -> list` for `entry` on node `op` (decoded `attrs`); raises GeExecutionError
+def bind(entry: KernelEntry, op, attrs: dict, data_count: int | None = None) -> BoundKernel:
+    """`BoundKernel` (`call(args) -> list`) for `entry` on node `op` (decoded `attrs`); raises GeExecutionError
     naming the node when the node cannot be bound (a required attr missing, an input count the
     prototype does not allow). `data_count`: how many data inputs the node has, when its `input`
     list does not say (a node built by hand for a direct call)."""
@@ -91,45 +93,64 @@ def bind(entry: KernelEntry, op, attrs: dict, data_count: int | None = None) -> 
             raise GeExecutionError(f"{where}: the kernel takes **named inputs but {op.type} has no prototype")
         return _bind_by_name(entry.fn, prototype, op, attrs, where, signature.wants_node, data_count)
     python_name = dict(signature.attr_parameters)
-    kwargs = {python_name[name]: _attr_value(name, default, prototype, attrs, where)
+    kwargs = {python_name[name]: attr_value(name, default, prototype, attrs, where)
               for name, default in signature.attrs}
     if signature.wants_node:
         kwargs[NODE_PARAMETER] = op
-    fn = entry.fn
-    if entry.rules:
-        fn = _with_rules(fn, entry.rules, signature.inputs)
+    rules = entry.rules if entry.rules else None
     if prototype is None or signature.var_positional:
-        return BoundKernel(fn, kwargs, None, where)
+        return BoundKernel(entry.fn, kwargs, None, where, rules, signature.inputs)
     groups = _input_groups(prototype, op, where, data_count)
     if len(groups) != len(signature.inputs):
         raise GeExecutionError(f"{where}: the kernel {entry.fn.__name__} takes {len(signature.inputs)} inputs "
                                f"{list(signature.inputs)} but the prototype declares {len(groups)} "
                                f"{[p.name for p in prototype.inputs]}")
-    return BoundKernel(fn, kwargs, groups, where)
+    return BoundKernel(entry.fn, kwargs, groups, where, rules, signature.inputs)
 
 
 class BoundKernel:
-    """A kernel bound to one node: `self(args) -> list` calls `fn(*grouped args, **kwargs)`.
+    """A kernel bound to one node: its attrs resolved, its inputs grouped, its dtype rules applied.
 
-    `groups` (None: the args as they come) says, per kernel parameter, which args it takes: an arg
-    index, a (start, stop) range for a dynamic input's list, or None for an optional input left
-    unfed. The executor's straight-line program (executor/program.py) reads the same fields to
-    call `fn` with each argument written out."""
+    `groups` (None: the args as they come) says, per kernel parameter, which of the node's data
+    inputs it takes: an arg index, a (start, stop) range for a dynamic input's list, or None for an
+    optional input left unfed. `call_for(specs)` is the call for inputs of those specs (grouped, see
+    `..prepared`): the kernel's prepared call, or the kernel with its attrs bound; it takes the
+    grouped inputs by position. The dtype rules' checks read only dtypes, so they run there, once per
+    specs; widening is part of the call. `self(args)` prepares and calls (a node run on its own)."""
 
-    __slots__ = ("fn", "kwargs", "groups", "where", "_identity", "unchecked")
+    __slots__ = ("fn", "kwargs", "groups", "where", "prepare", "_check", "_widen", "_plain", "_identity")
 
-    def __init__(self, fn, kwargs: dict, groups: list | None, where: str):
+    def __init__(self, fn, kwargs: dict, groups: list | None, where: str, rules=None, input_names=()):
         self.fn, self.kwargs, self.groups, self.where = fn, kwargs, groups, where
-        # fn without the dtype rules' checks (the same fn where it has none), for verified signatures
-        self.unchecked = getattr(fn, "unchecked", fn)
+        self.prepare = prepare_of(fn)
+        self._check = _dtype_check(rules, input_names) if rules is not None else None
+        self._widen = rules is not None and rules.widen
+        computed = _widened(fn) if self._widen else fn
+        self._plain = functools.partial(computed, **kwargs) if kwargs else computed
         self._identity = groups is not None and all(isinstance(g, int) and g == i for i, g in enumerate(groups))
 
-    def __call__(self, args: list) -> list:
+    def grouped(self, args: list) -> list:
+        """`args` (one per data input, in GE order) as the kernel's parameters take them."""
         if self.groups is None:
-            return as_outputs(self.fn(*args, **self.kwargs), self.where)
+            return list(args)
         if self._identity:
-            return as_outputs(self.fn(*_padded(args, len(self.groups)), **self.kwargs), self.where)
-        return as_outputs(self.fn(*_grouped(args, self.groups), **self.kwargs), self.where)
+            return _padded(args, len(self.groups))
+        return _grouped(args, self.groups)
+
+    def call_for(self, specs: list):
+        """The call for grouped inputs of these specs: `call(*grouped inputs) -> result`."""
+        if self._check is not None:
+            self._check(specs)
+        if self.prepare is None:
+            return self._plain
+        if self._widen:
+            specs = [s.widened() if isinstance(s, InputSpec) else s for s in specs]
+            return _widened(self.prepare(*specs, **self.kwargs))
+        return self.prepare(*specs, **self.kwargs)
+
+    def __call__(self, args: list) -> list:
+        grouped = self.grouped(args)
+        return as_outputs(self.call_for(direct_specs(grouped))(*grouped), self.where)
 
 
 def _bind_by_name(fn, prototype: IrPrototype, op, attrs: dict, where: str, wants_node: bool, data_count: int):
@@ -138,15 +159,19 @@ def _bind_by_name(fn, prototype: IrPrototype, op, attrs: dict, where: str, wants
     named_attrs = {}
     for param in prototype.attrs:
         try:
-            named_attrs[param.name] = _attr_value(param.name, inspect.Parameter.empty, prototype, attrs, where)
+            named_attrs[param.name] = attr_value(param.name, inspect.Parameter.empty, prototype, attrs, where)
         except GeExecutionError:
             continue  # a custom type's attr the node does not carry: the kernel decides
     if wants_node:
         named_attrs[NODE_PARAMETER] = op
-    return lambda args: as_outputs(fn(**dict(zip(names, _grouped(args, groups), strict=True)), **named_attrs), where)
+
+    def by_name(*grouped):
+        return fn(**dict(zip(names, grouped, strict=True)), **named_attrs)
+
+    return BoundKernel(by_name, {}, groups, where)
 
 
-def _attr_value(name: str, kernel_default, prototype: IrPrototype | None, attrs: dict, where: str):
+def attr_value(name: str, kernel_default, prototype: IrPrototype | None, attrs: dict, where: str):
     if name in attrs:
         return attrs[name]
     if prototype is not None:
@@ -253,10 +278,9 @@ def as_outputs(result, where: str) -> list:
                            f"got {type(result).__name__}")
 
 
-def _with_rules(fn, rules, input_names: tuple[str, ...]):
-    index = {name: i for i, name in enumerate(input_names)}
-    same = [index[ge_name(name)] for name in rules.one_dtype]
-    accepts = [(index[ge_name(name)], ge_name(name), dtypes) for name, dtypes in rules.accepts]
+def _widened(fn):
+    """`fn` computing in float32 on 16-bit float inputs, its float outputs cast back to the first
+    input's dtype (the `widen` rule: as NPU vector and cube units compute)."""
 
     def widened(*args, **kwargs):
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
@@ -269,9 +293,20 @@ def _with_rules(fn, rules, input_names: tuple[str, ...]):
                             and t.dtype != dtype else t)
         return narrow(result) if isinstance(result, torch.Tensor) else type(result)(narrow(t) for t in result)
 
-    computed = widened if rules.widen else fn
+    widened.__name__ = getattr(fn, "__name__", "kernel")
+    return widened
 
-    def checked(*args, **kwargs):
+
+def _dtype_check(rules, input_names: tuple[str, ...]):
+    """The check of the rules `one_dtype` and `accepts` on a kernel's grouped inputs (tensors or
+    specs: it reads dtypes only), or None where the rules make none."""
+    index = {name: i for i, name in enumerate(input_names)}
+    same = [index[ge_name(name)] for name in rules.one_dtype]
+    accepts = [(index[ge_name(name)], ge_name(name), dtypes) for name, dtypes in rules.accepts]
+    if not same and not accepts:
+        return None
+
+    def check(args):
         if same:
             dtypes = {args[i].dtype for i in same if i < len(args) and args[i] is not None}
             if len(dtypes) > 1:
@@ -282,17 +317,13 @@ def _with_rules(fn, rules, input_names: tuple[str, ...]):
             if value is not None and value.dtype not in allowed:
                 refuse(f"{name} has dtype {_short(value.dtype)}; the GE prototype takes "
                        f"{', '.join(_short(d) for d in allowed)}")
-        return computed(*args, **kwargs)
 
-    checked.__name__ = getattr(fn, "__name__", "kernel")
-    # Without the dtype checks: they read only input dtypes, which a verified input signature fixes.
-    checked.unchecked = computed
-    return checked
+    return check
 
 
 def _short(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-__all__ = ["BoundKernel", "KernelError", "KernelSignature", "as_outputs", "bind", "ge_name", "kernel_signature",
-           "prototype_of", "refuse"]
+__all__ = ["BoundKernel", "KernelError", "KernelSignature", "as_outputs", "attr_value", "bind", "ge_name",
+           "kernel_signature", "prototype_of", "refuse"]

@@ -16,6 +16,9 @@ A kernel is written against its op's `REG_OP` prototype, as ONNX's reference eva
   instead; a keyword parameter `node` receives the `OpDef` (for input layouts);
 * it returns one tensor, or a tuple with one tensor per output.
 
+A kernel whose choices depend only on its attrs and its inputs' dtypes and shapes makes them once
+per input signature with `prepared=True` (`prepared`): the decorated function is its prepare phase.
+
 Binding happens once per node, when a plan is built (`binding.bind`), so a call costs nothing extra.
 `tests/simulator/test_kernel_signatures.py` checks every kernel's signature against its prototype.
 
@@ -39,6 +42,7 @@ import torch
 from ..._base.handles import RegistrationHandle
 from ..._ge.ir import IrPrototype
 from .errors import KernelError, refuse  # noqa: F401  (kernels import them from here)
+from .prepared import InputSpec, prepared_kernel  # noqa: F401  (idem)
 
 
 @dataclass(frozen=True)
@@ -128,19 +132,23 @@ def _add_builtin(entry: KernelEntry) -> None:
 
 def ge_kernel(*op_types: str, layout_only: Mapping[str, str] | None = None, one_dtype: Iterable[str] = (),
               accepts: Mapping[str, Iterable[torch.dtype]] | None = None, widen: bool = False,
-              prototype: IrPrototype | None = None):
+              prototype: IrPrototype | None = None, prepared: bool = False):
     """Register the decorated function as the built-in kernel of each of `op_types` (see the module doc).
 
     prototype: only for a type CANN's prototype table does not name (say where it comes from).
+    prepared: the function is the kernel's prepare phase (`prepared`): it takes an InputSpec per
+    input and returns the call; the decorator returns (and registers) the kernel that prepares and calls.
     """
     rules = DtypeRules(tuple(one_dtype), tuple((name, tuple(d)) for name, d in (accepts or {}).items()), widen)
     layout = tuple(sorted((layout_only or {}).items()))
 
     def decorate(fn: Callable) -> Callable:
+        kernel = prepared_kernel(fn) if prepared else fn
         for op_type in op_types:
-            _check_callable(op_type, fn)
-            _add_builtin(KernelEntry(op_type, fn, builtin=True, prototype=prototype, layout_only=layout, rules=rules))
-        return fn
+            _check_callable(op_type, kernel)
+            _add_builtin(KernelEntry(op_type, kernel, builtin=True, prototype=prototype, layout_only=layout,
+                                     rules=rules))
+        return kernel
 
     return decorate
 

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..errors import GeExecutionError
+from ..errors import GeExecutionError, KernelError
 from ...._ge.values import (
     PROTO_DT_FLOAT, PROTO_DT_UNDEFINED, UNKNOWN_DIM, UNKNOWN_RANK, UnsupportedGeDtype, proto_dtype_to_torch,
 )
@@ -61,3 +61,11 @@ def _shape_matches(declared: list, actual: list) -> bool:
 
 def check_tensor(tensor: torch.Tensor, desc, where: str, *, trust_float: bool) -> None:
     check_output(tensor, output_check(desc, where, trust_float=trust_float))
+
+
+def kernel_failure(op, error: Exception) -> GeExecutionError:
+    """The error a failing kernel becomes, naming its node: a refusal (KernelError) as the kernel
+    worded it, anything else (a torch error) as a failure of the kernel."""
+    if isinstance(error, KernelError):
+        return GeExecutionError(f"{op.type} (node {op.name!r}): {error}")
+    return GeExecutionError(f"GE kernel for {op.type} failed on node {op.name!r}: {error}")

@@ -29,8 +29,8 @@ run each one is preceded by the agreement of its group's ranks (`collectives.agr
 rank-divergent graph fails naming the node instead of hanging.
 
 Why this module is over 400 lines: building a plan and running it share the node table and its checks;
-what could stand alone already does (the straight-line program: program.py, its verified fast calls:
-verified.py and ../fast_calls/, output checks: checks.py, folding: folding.py, FX shapes: fx_shapes.py).
+what could stand alone already does (the straight-line program: program.py, what a plan keeps per
+signature: verified.py, output checks: checks.py, folding: folding.py, FX shapes: fx_shapes.py).
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from ...._ge.values import UnsupportedGeDtype, decode_attrs, decode_tensor_def, 
 from ..kernels import lookup_kernel
 from ..kernels.common import VIEWS_ALLOWED, remember_ints
 from .. import collectives
-from ..binding import bind
-from ..errors import KernelError
-from .checks import GeExecutionError, check_output, output_check
+from ..binding import as_outputs, bind
+from ..prepared import spec_of
+from .checks import GeExecutionError, check_output, kernel_failure, output_check
 from .folding import foldable_steps, is_ref_op, small_integer_data
 from .program import build_program
 from .fx_shapes import FxShapes, check_fx_shape
@@ -192,7 +192,7 @@ class GraphPlan:
             step.arg_slots = tuple(slots)
         self._size = len(slot_of) + 1
         self._template: list = [None] * self._size
-        self._data_inputs: list[_DataInput] = []
+        self.data_inputs: list[_DataInput] = []
         small_data_slots: set[int] = set()
         outs_of: dict[str, list[tuple[int, int]]] = {}
         for (node, index), slot in slot_of.items():
@@ -212,7 +212,7 @@ class GraphPlan:
                 desc = op.output_desc[0] if len(op.output_desc) else (op.input_desc[0] if len(op.input_desc) else None)
                 check = None if desc is None else output_check(desc, f"graph input {index} (Data node {op.name!r})",
                                                                trust_float=True)
-                self._data_inputs.append(_DataInput(op, index, outs[0][1] if outs else None, check))
+                self.data_inputs.append(_DataInput(op, index, outs[0][1] if outs else None, check))
                 if outs and small_integer_data(desc, SMALL_INT_INPUT):
                     small_data_slots.add(outs[0][1])
         freed: dict[int, list[int]] = {}
@@ -227,7 +227,7 @@ class GraphPlan:
         # Slots whose values the signature fixes: Consts, small integer inputs, folded nodes' outputs.
         self._fixed_slots = small_data_slots | {slot for step in self.steps if step.const is not None or step.folded
                                                 for _, slot in step.out_slots}
-        self._unfolded_steps = [step for step in self._kernel_steps if not step.folded]
+        self.unfolded_steps = [step for step in self._kernel_steps if not step.folded]
         self._views_allowed = not any(is_ref_op(step.op) for step in self._kernel_steps)
         self._find_input_writes()
 
@@ -261,7 +261,8 @@ class GraphPlan:
             step.writes_inputs = tuple(writes)
 
     @staticmethod
-    def _write_inputs(step, outputs, inputs) -> None:
+    def write_inputs(step, outputs, inputs) -> None:
+        """What a ref op that writes graph inputs (`writes_inputs`) does to the caller's tensors."""
         for out_index, input_index in step.writes_inputs:
             target, value = inputs[input_index], outputs[out_index]
             if not isinstance(target, torch.Tensor) or target.shape != value.shape or target.dtype != value.dtype:
@@ -274,6 +275,17 @@ class GraphPlan:
                         f"{input_index}, whose elements share memory (an expanded or stride-0 tensor); feed a "
                         "tensor with its own storage (.clone())")
                 target.copy_(value)
+
+    @property
+    def output_slots(self) -> tuple:
+        """The slots NetOutput reads, in output order."""
+        return self._output_step.arg_slots
+
+    def fixed_values(self, folded_values: dict) -> dict:
+        """slot -> value for every value a signature fixes: the Consts and `folded_values`."""
+        fixed = {slot: value for slot, value in enumerate(self._template) if value is not None}
+        fixed.update(folded_values)
+        return fixed
 
     def _prepare_outputs(self) -> None:
         op = self._output_step.op
@@ -315,25 +327,26 @@ class GraphPlan:
 
     def _run_first(self, inputs: list, signature) -> list:
         """A call that checks every node: each call where the plan checks every call, else the first
-        call of each signature, which then gets its program (with the fast calls found on this call)."""
+        call of each signature, which then gets its program: the calls its nodes were prepared with on
+        this call, strung together."""
         values = self._template.copy()
         self._data_value(inputs, values)
-        folded_values = {}
-        self._run_checked(values, inputs, folded_values)
+        folded_values, calls = {}, {}
+        self._run_checked(values, inputs, folded_values, calls)
         outs = [values[slot] for slot in self._output_step.arg_slots]
         if signature is None:
             return self._collect_outputs(outs, inputs)
         storages = {_storage(v) for v in folded_values.values() if isinstance(v, torch.Tensor) and v.numel() > 0}
         ids = frozenset(id(v) for v in folded_values.values())
-        self._program = build_program(self, inputs, folded_values)
-        self._verified[signature] = Verified(self._program, storages, ids, folded_values)
+        self._program = build_program(self, inputs, folded_values, calls)
+        self._verified[signature] = Verified(self._program, storages, ids, folded_values, calls)
         if len(self._verified) > _MAX_VERIFIED_SIGNATURES:
             self._verified.popitem(last=False)
         return self._collect_outputs(outs, inputs, storages, ids)
 
-    def _run_checked(self, values: list, inputs: list, folded_values: dict) -> None:
+    def _run_checked(self, values: list, inputs: list, folded_values: dict, calls: dict) -> None:
         """Every kernel, every node check; the outputs of folded nodes go to `folded_values`, and the
-        verified fast calls of unfolded nodes to `fast` (step -> call) when it is a dict."""
+        call each node was prepared with (for the specs of this call's inputs) to `calls`."""
         resolver = self.fx.resolver(inputs) if self.fx is not None else None
         observer = _observers[-1] if _observers else None
         agree = self._agreement_pending
@@ -341,9 +354,12 @@ class GraphPlan:
             args = [values[slot] for slot in step.arg_slots]
             if agree and step.collective:
                 collectives.agree(step.op, step.attrs, args)
-            outputs = _run_kernel(step, args, resolver)
+            fixed = self._fixed_slots
+            specs = [spec_of(arg, slot in fixed) for arg, slot in zip(args, step.arg_slots, strict=True)]
+            call, outputs = _run_kernel(step, args, specs, resolver)
+            calls[step] = call
             if step.writes_inputs:
-                self._write_inputs(step, outputs, inputs)
+                self.write_inputs(step, outputs, inputs)
             for index, slot in step.out_slots:
                 if index >= len(outputs):
                     raise GeExecutionError(f"a node reads {step.op.name}:{index}, which that node does not produce "
@@ -360,7 +376,7 @@ class GraphPlan:
 
     def _data_value(self, inputs: list, values: list) -> None:
         """Fill the Data slots from the graph inputs, each checked against its Data desc."""
-        for data in self._data_inputs:
+        for data in self.data_inputs:
             tensor = inputs[data.index]
             if not isinstance(tensor, torch.Tensor):
                 tensor = torch.tensor(tensor)  # a Python scalar for a symbolic size
@@ -416,18 +432,13 @@ def _kernel_for(op):
     return entry
 
 
-def kernel_failure(op, error: Exception) -> GeExecutionError:
-    """The error a failing kernel becomes, naming its node: a refusal (KernelError) as the kernel
-    worded it, anything else (a torch error) as a failure of the kernel."""
-    if isinstance(error, KernelError):
-        return GeExecutionError(f"{op.type} (node {op.name!r}): {error}")
-    return GeExecutionError(f"GE kernel for {op.type} failed on node {op.name!r}: {error}")
-
-
-def _run_kernel(step: _Step, args, resolver=None) -> list:
+def _run_kernel(step: _Step, args: list, specs: list, resolver=None) -> tuple:
+    """(the call prepared for `specs`, its outputs on `args`), every output checked."""
     op = step.op
+    kernel = step.kernel
     try:
-        outputs = step.kernel(args)
+        call = kernel.call_for(kernel.grouped(specs))
+        outputs = as_outputs(call(*kernel.grouped(args)), kernel.where)
     except GeExecutionError:
         raise
     except Exception as error:  # name the node: a bare torch error says nothing about the graph
@@ -450,7 +461,7 @@ def _run_kernel(step: _Step, args, resolver=None) -> list:
         fx = step.fx_shapes[index] if index < len(step.fx_shapes) else None
         if fx is not None and resolver is not None:
             check_fx_shape(tensor, resolver.expected(fx), fx, step.checks[index].where)
-    return outputs
+    return call, outputs
 
 
 # Who sees every node's outputs as graphs run (innermost last); see `observing`.

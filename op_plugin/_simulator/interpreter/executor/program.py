@@ -1,64 +1,64 @@
-"""A verified signature's call as straight-line Python: one generated function per plan and signature.
+"""A verified signature's call as straight-line Python: the nodes' prepared calls strung together.
 
 Once an input signature has passed every node check (`plan.GraphPlan`), a call with that signature
-only has to run the unfolded kernels in order. The generated `program(inputs)` names every value as
-a local variable: each graph input read straight from `inputs` (converted as the signature says:
-a Python scalar to a tensor, a one-element array fed to a scalar Data node to 0-d), each Const and
-each folded node's output bound once in the function's globals, and each kernel call written out
-with its arguments (a dynamic input's list as a list display, an unfed optional as None, each attr
-as a keyword bound once), so a node costs one Python call plus a type test of its result. Where
-the signature's first call found a fast call for a node (`..fast_calls`: the bare aten call the
-kernel makes on that path, verified bit for bit against the kernel on that call), the program calls
-that instead of the kernel. It returns the values NetOutput reads.
+only has to run the unfolded nodes' calls in order: each node's call is the one its kernel was
+prepared with on the signature's first, checked call (`..prepared`; a kernel without a prepare phase:
+the kernel with its attrs bound), so the checked call and every later one run the same code.
 
-What it does is what `GraphPlan._run_checked` does, step for step: the same kernels (or their
-verified fast calls) with the same arguments in the same order, ref ops writing the caller's
-tensors at the same point, values dropped after their last reader, and a failing kernel named by its
-node. The dtype checks of a kernel's declared dtype rules are left out (`BoundKernel.unchecked`):
-they read only input dtypes, which the verified signature fixes, and they ran on its first call.
+Why generated source and not a loop over the steps: a loop reads each node's arguments out of a value
+list and back, which costs about a microsecond per node, as much as a small kernel itself (a BERT
+layer is hundreds of nodes). The generated `program(inputs)` names every value as a local variable
+and writes out each call with its arguments. The source holds no kernel logic and no text from a
+user's YAML or graph: only generated names (`v<slot>` values, `c<slot>` fixed values, `k<n>` calls,
+`w<n>` node names, `s<n>` steps), list displays of them and integer indices; every object it uses
+(calls, constants, node names for messages) is bound in its namespace, never written into the text.
+
+Each graph input is read straight from `inputs` (converted as the signature says: a Python scalar to
+a tensor, a one-element array fed to a scalar Data node to 0-d), each Const and each folded node's
+output is bound once, a dynamic input's list is a list display, an unfed optional input None. It
+returns the values NetOutput reads. What it does is what `GraphPlan._run_checked` does, step for step:
+the same calls with the same arguments in the same order, ref ops writing the caller's tensors at the
+same point, values dropped after their last reader, a failing call named by its node. The per-node
+output checks are left out: they read dtypes and shapes, which the verified signature fixes.
 """
 from __future__ import annotations
 
-import keyword
-
 import torch
 
-from ..binding import BoundKernel, as_outputs
+from ..binding import as_outputs
 from ..errors import GeExecutionError
+from .checks import kernel_failure
 
 _HEADER = "def program(inputs):\n"
 
 
-def build_program(plan, inputs: list, folded_values: dict, fast: dict | None = None):
-    """`program(inputs) -> list`: `plan`'s unfolded kernel steps on graph inputs of the signature of
-    `inputs`, with `folded_values` (slot -> value) for that signature and `fast` (step -> fast call)."""
-    steps = plan._unfolded_steps
-    fast = fast or {}
+def build_program(plan, inputs: list, folded_values: dict, calls: dict):
+    """`program(inputs) -> list`: `plan`'s unfolded steps on graph inputs of the signature of `inputs`,
+    with `folded_values` (slot -> value) and `calls` (step -> its prepared call) for that signature."""
+    steps = plan.unfolded_steps
     namespace = {"_Tensor": torch.Tensor, "_as_outputs": as_outputs, "_GeExecutionError": GeExecutionError,
-                 "_fail": _failure(steps), "_write": plan._write_inputs, "_tensor": torch.tensor}
-    fixed = {slot: value for slot, value in enumerate(plan._template) if value is not None}
-    fixed.update(folded_values)
+                 "_fail": _failure(steps), "_write": plan.write_inputs, "_tensor": torch.tensor}
+    fixed = plan.fixed_values(folded_values)
     for slot, value in fixed.items():
         namespace[f"c{slot}"] = value
-    lines = [f"    v{data.slot} = {_data_read(data, inputs[data.index])}" for data in plan._data_inputs
+    lines = [f"    v{data.slot} = {_data_read(data, inputs[data.index])}" for data in plan.data_inputs
              if data.slot is not None]
     lines.append("    n = -1")
     lines.append("    try:")
     for position, step in enumerate(steps):
-        lines.extend("        " + line for line in _step_lines(position, step, namespace, fixed, fast.get(step)))
+        lines.extend("        " + line for line in _step_lines(position, step, calls[step], namespace, fixed))
     if not steps:  # every node folded, or the outputs are inputs and constants
         lines.append("        pass")
     lines.append("    except _GeExecutionError:")
     lines.append("        raise")
     lines.append("    except Exception as error:")
     lines.append("        raise _fail(n, error) from error")
-    lines.append(f"    return [{', '.join(_read(slot, fixed) for slot in plan._output_step.arg_slots)}]")
+    lines.append(f"    return [{', '.join(_read(slot, fixed) for slot in plan.output_slots)}]")
     source = _HEADER + "\n".join(lines) + "\n"
-    code = compile(source, f"<GE program of graph {plan.name!r}>", "exec")
-    exec(code, namespace)  # noqa: S102  (source generated above from the plan's slots)
+    code = compile(source, "<GE program>", "exec")
+    exec(code, namespace)  # noqa: S102  (generated names only: see the module doc)
     program = namespace["program"]
     program.source = source
-    program.fast_nodes = sum(1 for step in steps if step in fast)
     return program
 
 
@@ -79,36 +79,21 @@ def _read(slot: int, fixed: dict) -> str:
     return f"c{slot}" if slot in fixed else f"v{slot}"
 
 
-def _step_lines(position: int, step, namespace: dict, fixed: dict, fast) -> list[str]:
+def _step_lines(position: int, step, call, namespace: dict, fixed: dict) -> list[str]:
     kernel = step.kernel
-    name = f"k{position}"
-    args = [_read(slot, fixed) for slot in step.arg_slots]
-    lines = [f"n = {position}"]
-    if fast is not None:
-        namespace[name] = fast
-        lines.append(f"r = {name}({', '.join(grouped_args(args, kernel.groups))})")
-        namespace[f"w{position}"] = kernel.where
-        convert = f"_as_outputs(r, w{position})"
-    elif isinstance(kernel, BoundKernel) and _plain_keywords(kernel.kwargs):
-        namespace[name] = kernel.unchecked
-        call_args = grouped_args(args, kernel.groups)
-        for key, value in kernel.kwargs.items():
-            namespace[f"a{position}_{key}"] = value
-            call_args.append(f"{key}=a{position}_{key}")
-        lines.append(f"r = {name}({', '.join(call_args)})")
-        namespace[f"w{position}"] = kernel.where
-        convert = f"_as_outputs(r, w{position})"
-    else:  # bound by name (**named inputs) or a kernel set by hand: its own call(args) -> list
-        namespace[name] = kernel
-        lines.append(f"r = {name}([{', '.join(args)}])")
-        convert = "r"
+    namespace[f"k{position}"] = call
+    namespace[f"w{position}"] = kernel.where
+    args = kernel.grouped([_read(slot, fixed) for slot in step.arg_slots])
+    shown = ["None" if arg is None else "[" + ", ".join(arg) + "]" if isinstance(arg, list) else arg for arg in args]
+    lines = [f"n = {position}", f"r = k{position}({', '.join(shown)})"]
+    convert = f"_as_outputs(r, w{position})"
     outs = step.out_slots
     if step.writes_inputs:
         namespace[f"s{position}"] = step
         lines.append(f"r = {convert}")
         lines.append(f"_write(s{position}, r, inputs)")
         lines.extend(f"v{slot} = r[{index}]" for index, slot in outs)
-    elif len(outs) == 1 and outs[0][0] == 0 and convert != "r":
+    elif len(outs) == 1 and outs[0][0] == 0:
         lines.append(f"v{outs[0][1]} = r if r.__class__ is _Tensor else {convert}[0]")
     elif outs:
         lines.append(f"r = {convert}")
@@ -117,33 +102,7 @@ def _step_lines(position: int, step, namespace: dict, fixed: dict, fast) -> list
     return lines
 
 
-def grouped_args(args: list, groups, *, names: bool = True) -> list:
-    """`args` (one per data input, in GE order) as the kernel's parameters take them: `groups` is
-    `BoundKernel.groups` (None: as they come). `names`: args are the program's variable names (a
-    dynamic input becomes a list display), else values (a list)."""
-    if groups is None:
-        return list(args)
-    none = "None" if names else None
-    out = []
-    for group in groups:
-        if group is None:
-            out.append(none)
-        elif isinstance(group, int):
-            out.append(args[group] if group < len(args) else none)
-        elif names:
-            out.append("[" + ", ".join(args[group[0]:group[1]]) + "]")
-        else:
-            out.append(list(args[group[0]:group[1]]))
-    return out
-
-
-def _plain_keywords(kwargs: dict) -> bool:
-    return all(key.isidentifier() and not keyword.iskeyword(key) for key in kwargs)
-
-
 def _failure(steps):
-    from .plan import kernel_failure  # pylint: disable=import-outside-toplevel
-
     def fail(position: int, error: Exception) -> GeExecutionError:
         if position < 0:
             return GeExecutionError(f"GE program failed before its first node: {error}")

@@ -4,8 +4,6 @@ inputs rather than its nodes: the signature itself and the output buffer check.
 * `input_signature`: what fixes every node's output dtype and shape (the key of a plan's verified calls);
 * `Verified`: the signature's generated program (`program.build_program`), the folded values' storages
   and identities (no output may be one of them);
-* `fast_call`: on the signature's first, checked call, a node's fast call (`..fast_calls`), verified
-  bit for bit against the kernel's outputs on the very same arguments;
 * `fresh_output`: whether an output certainly has a buffer of its own, without reading the storage
   of every graph input (a model's parameters are graph inputs: hundreds of them).
 """
@@ -17,9 +15,8 @@ from typing import NamedTuple
 
 import torch
 
-from ..errors import GeExecutionError
+from ..prepared import SMALL_INT_INPUT  # integer inputs up to this many elements enter the signature by value
 
-SMALL_INT_INPUT = 16  # integer inputs up to this many elements enter the signature by value
 
 
 def input_signature(inputs: list) -> tuple:
@@ -49,6 +46,7 @@ class Verified(NamedTuple):
     storages: set  # storages of the folded values (never handed out)
     ids: frozenset  # id() of the folded values
     folded: dict  # slot -> folded value (the program holds them; kept for tools rebuilding it)
+    calls: dict  # step -> the call it was prepared with for this signature (idem)
 
 
 def _use_count():

@@ -1,0 +1,95 @@
+"""A GE op's kernel called directly, as a graph node of that type would run it.
+
+On an NPU an eager torch_npu op and its GE type in a graph run the same CANN kernel. The simulator
+keeps that: torch_npu's eager ops (`..npu`) are adapters that map their arguments onto a GE op's
+inputs and attrs and call ``ge_op("DynamicQuant")(x, smooth_scales, dst_type=2)``, which runs the
+kernel registered for the type exactly as a node runs it: attrs not given take CANN's defaults from
+the op's prototype, the kernel's dtype rules apply (`widen`, `one_dtype`, `accepts`), a prepared
+kernel prepares for the inputs' specs. Inputs are passed as the kernel's parameters take them: a
+dynamic input as a list, an optional input left unfed as None. The result is the kernel's: one
+tensor, or a tuple with one per output.
+
+`layouts` gives the input layouts a kernel reads from the node's input descs (a Conv2D in "NHWC");
+unnamed inputs are "ND", as TorchAir writes when a converter sets none.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .binding import NODE_PARAMETER, BoundKernel, attr_value, kernel_signature, prototype_of
+from .errors import GeExecutionError
+from .prepared import direct_specs
+from .registry import lookup_kernel
+
+
+@dataclass(frozen=True)
+class _Desc:
+    name: str = ""
+    layout: str = "ND"
+
+
+@dataclass(frozen=True)
+class _DirectNode:
+    """The node a directly called kernel sees: its type, a name for messages, its input layouts."""
+
+    type: str
+    name: str
+    input_desc: tuple = ()
+    output_desc: tuple = ()
+    input: tuple = ()
+    attr: dict = field(default_factory=dict)
+
+
+class GeOp:
+    """The active kernel of one GE op type, callable as `op(*inputs, layouts=None, **attrs)`."""
+
+    def __init__(self, op_type: str):
+        entry = lookup_kernel(op_type)
+        if entry is None:
+            raise GeExecutionError(f"GE op type {op_type!r} has no kernel in the op_plugin simulator")
+        self.op_type = op_type
+        self.entry = entry
+        signature = kernel_signature(entry.fn)
+        if signature.var_keyword:
+            raise GeExecutionError(f"the kernel of {op_type} takes its inputs by name: call it through a graph")
+        self._signature = signature
+        self._python_name = dict(signature.attr_parameters)
+        self._prototype = prototype_of(entry, op_type)
+
+    def __repr__(self):
+        return f"ge_op({self.op_type!r})"
+
+    def __call__(self, *inputs, layouts: dict[int, str] | None = None, **attrs):
+        where = f"{self.op_type} (called directly)"
+        unknown = sorted(set(attrs) - set(self._python_name))
+        if unknown:
+            raise TypeError(f"{self.op_type} has no attr {', '.join(map(repr, unknown))}; its attrs are "
+                            f"{sorted(self._python_name)}")
+        kwargs = {self._python_name[name]: attr_value(name, default, self._prototype, attrs, where)
+                  for name, default in self._signature.attrs}
+        if self._signature.wants_node:
+            descs = tuple(_Desc(name, (layouts or {}).get(i, "ND")) for i, name in enumerate(self._signature.inputs))
+            kwargs[NODE_PARAMETER] = _DirectNode(self.op_type, where, descs)
+        entry = self.entry
+        kernel = BoundKernel(entry.fn, kwargs, None, where, entry.rules if entry.rules else None,
+                             self._signature.inputs)
+        if len(inputs) > len(self._signature.inputs) and not self._signature.var_positional:
+            raise TypeError(f"{self.op_type} takes {len(self._signature.inputs)} inputs "
+                            f"{list(self._signature.inputs)}, got {len(inputs)}")
+        padded = list(inputs) + [None] * (len(self._signature.inputs) - len(inputs))
+        return kernel.call_for(direct_specs(padded))(*padded)
+
+
+_ops: dict[str, GeOp] = {}
+
+
+def ge_op(op_type: str) -> GeOp:
+    """The kernel of `op_type` as a directly callable GE op: the active kernel (a replaced built-in
+    runs its replacement, as a graph would)."""
+    op = _ops.get(op_type)
+    if op is None or op.entry is not lookup_kernel(op_type):
+        op = _ops[op_type] = GeOp(op_type)
+    return op
+
+
+__all__ = ["GeOp", "ge_op"]
