@@ -33,7 +33,7 @@ _EXPORTS = {
     "lowering_hook": ".hosting.custom_ops",
     "builtin_ge_types": ".hosting.builtin_types",
     "define_npu_ops": ".npu.ops",
-    "load_torchair_before_collectives_trace": ".hosting.distributed",
+    "load_torchair_before_collectives_trace": ".hosting.collectives_trace",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -8,13 +8,7 @@ TorchAir, so the remaps are in place before dynamo traces anything. The simulato
 only at the first npugraph compile, after dynamo has traced that frame: there dynamo graph-breaks on
 those calls (with fullgraph=True it fails: "Attempted to call function marked as skipped").
 
-`load_torchair_before_collectives_trace()` (called by `import op_plugin` on a CPU host) closes that
-gap without loading TorchAir in processes that never need it: the remap table dynamo consults
-(`torch.distributed._functional_collectives.traceable_collective_remaps`, read by dynamo at trace
-time) becomes a dict that, the first time dynamo looks a function up in it while
-torch.distributed is initialized, loads the simulator's TorchAir, whose import adds its remaps to
-that same dict before the lookup is answered. A process without an initialized process group never
-pays for it; one with it loads TorchAir at its first trace (as an Ascend host does at import).
+The gap before TorchAir is loaded is closed by `collectives_trace`.
 
 `install(torchair)` (called by the loader) does two things once TorchAir is imported:
 
@@ -34,12 +28,8 @@ pays for it; one with it loads TorchAir at its first trace (as an Ascend host do
 from __future__ import annotations
 
 import functools
-import threading
 
 import torch
-
-_lock = threading.Lock()
-_settled = False  # TorchAir is loaded, or cannot be: the remap table is a plain lookup again
 
 # TorchAir module -> (npu_define op, its Python kernel for PrivateUse1): the ops its remaps emit.
 _NPU_DEFINE_KERNELS = {
@@ -49,44 +39,6 @@ _NPU_DEFINE_KERNELS = {
     "torchair._ge_concrete_graph.ge_converter.experimental.hcom_send_recv": (("_send", "send_npu"),
                                                                              ("_recv", "recv_npu")),
 }
-
-
-class _RemapsLoadingTorchAir(dict):
-    """torch's traceable-collective remap table, which loads the simulator's TorchAir (and so its
-    remaps) on the first lookup made while torch.distributed is initialized."""
-
-    def __contains__(self, key) -> bool:
-        if not _settled:
-            _load_if_distributed()
-        return super().__contains__(key)
-
-
-def _load_if_distributed() -> None:
-    global _settled
-    if not torch.distributed.is_available() or not torch.distributed.is_initialized():
-        return
-    with _lock:
-        if _settled:
-            return
-        _settled = True
-        from . import install, loader  # pylint: disable=import-outside-toplevel
-
-        if install.missing_parts(install.simulator_dir()):
-            return  # an npugraph compile says how to install it; other backends are not held up
-        try:
-            loader.load_torchair()
-        except Exception:  # noqa: BLE001  (an npugraph compile reports it; other backends trace on)
-            return
-
-
-def load_torchair_before_collectives_trace() -> None:
-    """Make dynamo's remap table load TorchAir's remaps at the first trace of a distributed process."""
-    if not torch.distributed.is_available():
-        return
-    from torch.distributed import _functional_collectives as funcol  # pylint: disable=import-outside-toplevel
-
-    if not isinstance(funcol.traceable_collective_remaps, _RemapsLoadingTorchAir):
-        funcol.traceable_collective_remaps = _RemapsLoadingTorchAir(funcol.traceable_collective_remaps)
 
 
 def install(torchair) -> None:

@@ -70,12 +70,6 @@ class KernelEntry:
         origin = "built-in kernel" if self.builtin else "kernel"
         return f"<GE {origin} {self.op_type}: {getattr(self.fn, '__name__', self.fn)}>"
 
-    def __call__(self, inputs: list, attrs: Mapping, node) -> list:
-        """Run on one node's inputs, binding on the spot (tests; plans bind once per node)."""
-        from .binding import bind  # pylint: disable=import-outside-toplevel
-
-        return bind(self, node, dict(attrs), data_count=len(inputs))(list(inputs))
-
 
 _lock = threading.Lock()
 # op type -> stack of entries; the last one is active, removing it brings the previous one back.
@@ -154,8 +148,8 @@ def ge_kernel(*op_types: str, layout_only: Mapping[str, str] | None = None, one_
 
 
 def lookup_kernel(op_type: str) -> KernelEntry | None:
-    """The active kernel of `op_type` (callable as `entry(inputs, attrs, node)`: bound on the spot,
-    for tests), or None."""
+    """The active kernel of `op_type`, or None. (A node binds it with `binding.bind`; `calls.ge_op`
+    calls it directly.)"""
     with _lock:
         stack = _kernels.get(op_type)
         return stack[-1] if stack else None
