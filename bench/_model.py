@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from op_plugin._tools.demo import DemoBlock, example_inputs
+from op_plugin._tools.demo.model import DemoBlock, example_inputs
 
 
 class DecoderStack(nn.Module):

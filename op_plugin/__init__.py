@@ -2,7 +2,7 @@
 
 Importing op_plugin registers the shipped ops (torch.ops.npu.<name>). For your own ops, write a
 YAML file (see docs/yaml-format.md), attach Python pieces with the decorators below and call
-`load_yaml`.
+`load_yaml` (its handle's `unload()` takes the ops back).
 
 This module is the public API only; the pipeline lives in private packages, one per stage, whose
 imports run one way (checked by `lint-imports`, see docs/design.md):
@@ -12,13 +12,14 @@ from . import _backend
 from ._backend import NpuGraphConfig, load_torchair, npugraph_backend
 from ._base.errors import MissingImplementationError, OpPluginError, YamlSpecError
 from ._registry.decorators import backward, converter, meta, reference, setup_context
-from ._registry.load import is_loaded, load_yaml
+from ._registry.load import LoadedOps, is_loaded, load_yaml
 from ._spec.shipped import shipped_yaml_files
-from ._tools.compare import CompareReport, compare
-from ._tools.inspect import InspectReport, inspect
+from ._tools.compare.per_node import CompareReport, compare
+from ._tools.inspect.inspect import InspectReport, inspect
 
 __all__ = [
-    "backward", "converter", "is_loaded", "load_torchair", "load_yaml", "meta", "reference", "setup_context",
+    "backward", "converter", "is_loaded", "load_torchair", "load_yaml", "LoadedOps", "meta", "reference",
+    "setup_context",
     "npugraph_backend",
     "NpuGraphConfig", "inspect", "InspectReport", "compare", "CompareReport",
     "MissingImplementationError", "OpPluginError", "YamlSpecError", "shipped_yaml_files",

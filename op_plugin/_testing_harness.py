@@ -17,7 +17,7 @@ Private: the project's tests use it (a test module never imports another module 
   the GE executor), run eager as the oracle, assert the expected GE types are in the graphs and
   compare every output leaf: same shape, same dtype, values within `tolerance(kind, dtype)`.
 * `TOLERANCES` is the one table; its "eager" row is the project's rule
-  (`op_plugin._tools.tolerances`, the tolerances `op-plugin test` and `op-plugin compare` use),
+  (`op_plugin._tools._shared.tolerances`, the tolerances `op-plugin test` and `op-plugin compare` use),
   every other row says why a comparison allows what it allows.
 """
 from __future__ import annotations
@@ -32,8 +32,8 @@ import torch
 from ._ge.builtin_prototypes import builtin_prototype
 from ._ge.ir import AttrType, InputKind, OutputKind, IrPrototype
 from ._ge.values import TORCH_TO_GE, TORCH_TO_PROTO
-from ._tools.counting_backend import CountingNpugraph
-from ._tools.tolerances import tolerances as project_tolerances
+from ._tools.user_tests.counting_backend import CountingNpugraph
+from ._tools._shared.tolerances import tolerances as project_tolerances
 
 F16, F32, BF16, F64 = torch.float16, torch.float32, torch.bfloat16, torch.float64
 C64, C128 = torch.complex64, torch.complex128
@@ -42,7 +42,7 @@ DTYPE_IDS = {F32: "fp32", F16: "fp16", BF16: "bf16", F64: "fp64"}
 # ---- tolerances ---------------------------------------------------------------------------------------
 
 # kind -> {dtype: (rtol, atol)}. A dtype a row does not list gets the project's rule
-# (op_plugin._tools.tolerances: float32 rtol 1.3e-6 / atol 1e-5, float16 1e-3, bfloat16 1.6e-2,
+# (op_plugin._tools._shared.tolerances: float32 rtol 1.3e-6 / atol 1e-5, float16 1e-3, bfloat16 1.6e-2,
 # float64 1e-7, integers and bools exact).
 TOLERANCES: dict[str, dict[torch.dtype, tuple[float, float]]] = {
     # The project's rule itself: a compiled or simulated result against eager.

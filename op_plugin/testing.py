@@ -38,12 +38,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._tools.counting_backend import CountingNpugraph
-from ._tools.oracles import GoldenCase, golden, oracle
-from ._tools.samples import SampleCase, assert_results_close, clone_tree, sample_cases
-from ._tools.tolerances import tolerances
-from ._tools.user_checks import CHECKS, CheckSkipped, specialised_sizes
-from ._tools.user_tests import failure_text, run_yaml_checks, summary_table, yaml_cases
+from ._tools.user_tests.counting_backend import CountingNpugraph
+from ._tools.user_tests.oracles import GoldenCase, golden, oracle
+from ._tools.user_tests.samples import SampleCase, assert_results_close, clone_tree, sample_cases
+from ._tools._shared.tolerances import tolerances
+from ._tools.user_tests.checks import CHECKS, CheckSkipped, specialised_sizes
+from ._tools.user_tests.runner import failure_text, run_yaml_checks, summary_table, yaml_cases
 
 __all__ = ["CHECKS", "CheckSkipped", "CountingNpugraph", "GoldenCase", "SampleCase", "assert_results_close",
            "check_yaml_ops", "clone_tree", "golden", "oracle", "sample_cases", "specialised_sizes", "tolerances",

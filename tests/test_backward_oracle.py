@@ -22,7 +22,7 @@ def test_every_backward_has_a_case():
 
 
 def test_backward_matches_autograd_through_the_reference(case):
-    """The same check `op-plugin test` runs on a user's ops (op_plugin/_tools/user_checks.py)."""
+    """The same check `op-plugin test` runs on a user's ops (op_plugin/_tools/user_tests/checks.py)."""
     try:
         testing.CHECKS["backward"](case)
     except testing.CheckSkipped as why:

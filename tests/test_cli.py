@@ -3,7 +3,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from op_plugin.cli import _backend_options, build_parser, main
+import pytest
+
+from op_plugin._tools._shared.command import backend_options as _backend_options
+from op_plugin.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,3 +87,45 @@ def test_declared_cases_output_files_that_cannot_be_written_are_error_lines(tmp_
         target = tmp_path / "missing-folder" / "out"
         assert main(["declared-cases", "--from-json", str(saved), option, str(target)]) == 2, option
         assert f"error: cannot write {target}: No such file or directory" in capsys.readouterr().err
+
+
+def test_the_command_table_is_the_parser():
+    """Every subcommand comes from one entry of `op_plugin.cli.COMMANDS` (its name, help, arguments and
+    work), in the table's order, and each command's own `--help` renders and exits 0."""
+    import ast
+    import inspect as pyinspect
+
+    from op_plugin._tools._shared.command import Command
+    from op_plugin.cli import COMMANDS
+
+    names = [c.name for c in COMMANDS]
+    assert names == ["validate", "list", "demo", "inspect", "msopgen", "opproto", "declared-cases", "test",
+                     "compare"]
+    parser = build_parser()
+    choices = parser._subparsers._group_actions[0].choices  # pylint: disable=protected-access
+    assert list(choices) == names
+    for command in COMMANDS:
+        assert isinstance(command, Command) and command.help and type(command).run is not Command.run
+        sub = choices[command.name]
+        assert sub.get_default("run") == command.run
+        help_text = sub.format_help()
+        assert help_text.startswith(f"usage: op-plugin {command.name} ")
+        if command.description:
+            assert " ".join(command.description.split()[:4]) in " ".join(help_text.split())
+        assert len(sub._actions) > 1 or command.name == "demo", command  # its own arguments, beside -h
+        with pytest.raises(SystemExit) as exit_info:
+            main([command.name, "--help"])
+        assert exit_info.value.code == 0, command.name
+        # A command imports only the standard library at its top (the work is imported inside run),
+        # and never the CLI that lists it.
+        module = sys.modules[type(command).__module__]
+        tree = ast.parse(pyinspect.getsource(module))
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        for node in top:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert node.module.startswith(("_shared.command", "command")) or node.module == "__future__", \
+                    (module.__name__, node.module)
+            else:
+                name = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+                assert name.split(".")[0] in sys.stdlib_module_names | {"__future__"}, (module.__name__, name)
+

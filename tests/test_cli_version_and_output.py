@@ -13,7 +13,7 @@ import torch
 import op_plugin
 from op_plugin import _registry, testing
 from op_plugin._registry.load import unload
-from op_plugin._tools.oracles import forget
+from op_plugin._tools.user_tests.oracles import forget
 
 
 def test_version_names_op_plugin_torch_and_the_simulator_wheel(capsys):

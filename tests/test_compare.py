@@ -11,7 +11,7 @@ import torch
 
 import op_plugin
 from op_plugin._simulator import register_ge_kernel
-from op_plugin._tools.dump_compare import compare_dump_dirs
+from op_plugin._tools.compare.dumps import compare_dump_dirs
 from op_plugin.cli import main as cli_main
 
 

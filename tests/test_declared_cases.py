@@ -11,9 +11,9 @@ import pytest
 
 import torch
 
-from op_plugin._tools.declared_cases import CaseResult, build_inputs, enumerate_cases, run_case
-from op_plugin._tools.declared_pool import run_cases
-from op_plugin._tools.declared_report import (
+from op_plugin._tools.declared.cases import CaseResult, build_inputs, enumerate_cases, run_case
+from op_plugin._tools.declared.pool import run_cases
+from op_plugin._tools.declared.report import (
     check_known,
     read_known,
     render_page,
@@ -83,7 +83,7 @@ def test_inputs_follow_the_specs():
 
 
 def test_a_case_whose_inputs_exceed_the_bound_is_refused_unrun(monkeypatch):
-    from op_plugin._tools import declared_cases
+    from op_plugin._tools.declared import cases as declared_cases
 
     case = enumerate_cases(["npu.npu_dynamic_quant.default#1"])[0]
     assert declared_cases.input_bytes(case) == 64 * 16384 * 16384 * 2  # TorchAir's F16(64, 16384, 16384)
@@ -105,7 +105,7 @@ def test_a_passing_case_passes_in_process():
 
 
 def test_numeric_mismatch_reports_error_and_tolerance():
-    from op_plugin._tools.declared_compare import compare
+    from op_plugin._tools.declared.compare import compare
 
     result = CaseResult("x#1", "pass")
     want = torch.ones(3, dtype=torch.float16)

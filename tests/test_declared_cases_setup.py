@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from op_plugin._tools.declared_cases import CaseResult, enumerate_cases, import_setup, run_case
-from op_plugin._tools.declared_report import render_page, summarize, summary_text
+from op_plugin._tools.declared.cases import CaseResult, enumerate_cases, import_setup, run_case
+from op_plugin._tools.declared.report import render_page, summarize, summary_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = str(Path(__file__).parent / "data" / "declared_setup_fragment.py")

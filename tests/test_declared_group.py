@@ -1,4 +1,4 @@
-"""Declared cases of ops that take a communicator name run in a gloo world (op_plugin/_tools/declared_group.py):
+"""Declared cases of ops that take a communicator name run in a gloo world (op_plugin/_tools/declared/group.py):
 one rank, or the case's world_size ranks (forked peers); the case's placeholder name is replaced by the group's,
 the group exists only for the case, and a rank that fails fails the case naming the rank."""
 from pathlib import Path
@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from op_plugin._tools import declared_group
-from op_plugin._tools.declared_cases import build_inputs, enumerate_cases, run_case
-from op_plugin._tools.declared_pool import run_cases
+from op_plugin._tools.declared import group as declared_group
+from op_plugin._tools.declared.cases import build_inputs, enumerate_cases, run_case
+from op_plugin._tools.declared.pool import run_cases
 
 
 def test_group_arguments_are_the_ops_str_hcom_and_group_arguments():
@@ -57,7 +57,7 @@ def test_a_case_declaring_world_size_8_runs_on_8_ranks():
 
 def test_a_rank_that_fails_fails_the_case_naming_the_rank(monkeypatch):
     """The peers are forked after the patch: rank 3 alone reports a failure, and the case carries it."""
-    from op_plugin._tools import declared_cases
+    from op_plugin._tools.declared import cases as declared_cases
 
     original = declared_cases._run_case
 
@@ -73,7 +73,7 @@ def test_a_rank_that_fails_fails_the_case_naming_the_rank(monkeypatch):
 
 
 def test_more_ranks_than_the_tool_runs_are_refused():
-    from op_plugin._tools.declared_cases import DeclaredCase, _Support
+    from op_plugin._tools.declared.cases import DeclaredCase, _Support
 
     case = enumerate_cases(["npu.npu_quant_mm_reduce_scatter.default#1"])[0]
     wide = DeclaredCase(case.case_id, case.target, _Support(case.support.args, {**case.support.kwargs,

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from op_plugin._base.errors import YamlSpecError
 from op_plugin._registry.load import parse_yaml
 from op_plugin._simulator.hosting.install import simulator_dir
-from op_plugin._tools.msopgen import check_msopgen_json, dumps, msopgen_ops
-from op_plugin._tools.opproto import opproto_sources, write_sources
+from op_plugin._tools.ascend_c.msopgen import check_msopgen_json, dumps, msopgen_ops
+from op_plugin._tools.ascend_c.opproto import opproto_sources, write_sources
 
 pytestmark = [pytest.mark.fuzz,
               pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")]

@@ -20,8 +20,8 @@ import pytest
 
 from op_plugin._registry.load import parse_yaml
 from op_plugin._simulator.hosting.install import simulator_dir
-from op_plugin._tools.msopgen import check_msopgen_json, dumps, msopgen_ops
-from op_plugin._tools.opproto import opproto_sources, write_sources
+from op_plugin._tools.ascend_c.msopgen import check_msopgen_json, dumps, msopgen_ops
+from op_plugin._tools.ascend_c.opproto import opproto_sources, write_sources
 from op_plugin.cli import main
 
 INCLUDE = simulator_dir() / "torch_npu" / "include"

@@ -9,7 +9,7 @@ from op_plugin import _registry
 from op_plugin._registry import state
 from op_plugin._registry.load import unload
 from op_plugin._spec.ge_prototype import ge_outputs, ir_prototype
-from op_plugin._tools.msopgen import op_json
+from op_plugin._tools.ascend_c.msopgen import op_json
 
 YAML = """\
 ops:

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import op_plugin
-from op_plugin._tools.graph_classes import classify
-from op_plugin._tools.graph_picture import CUSTOM_FILL, IO_FILL, YAML_FILL, ge_graph_dot, render
+from op_plugin._tools.inspect.graph_classes import classify
+from op_plugin._tools.inspect.graph_picture import CUSTOM_FILL, IO_FILL, YAML_FILL, ge_graph_dot, render
 from op_plugin.cli import main
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_inspect_reports_bad_targets(factory_dir, target, message):
 
 @pytest.fixture(scope="module")
 def demo_graph():
-    from op_plugin._tools.demo import DemoBlock, example_inputs
+    from op_plugin._tools.demo.model import DemoBlock, example_inputs
 
     torch.manual_seed(0)
     torch._dynamo.reset()

@@ -11,7 +11,7 @@ import pytest
 
 from op_plugin._registry.load import parse_yaml
 from op_plugin._simulator.hosting.builtin_types import builtin_ge_types
-from op_plugin._tools.msopgen import check_msopgen_json, msopgen_ops, snake_case
+from op_plugin._tools.ascend_c.msopgen import check_msopgen_json, msopgen_ops, snake_case
 from op_plugin.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

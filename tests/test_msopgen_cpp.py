@@ -20,7 +20,7 @@ import torch
 from op_plugin._ge.values import TORCH_TO_GE, TORCH_TO_GE_NAME
 from op_plugin._registry.load import parse_yaml
 from op_plugin._simulator.hosting.install import simulator_dir
-from op_plugin._tools.msopgen import check_msopgen_json, msopgen_ops
+from op_plugin._tools.ascend_c.msopgen import check_msopgen_json, msopgen_ops
 
 ROOT = Path(__file__).resolve().parents[1]
 INCLUDE = simulator_dir() / "torch_npu" / "include"

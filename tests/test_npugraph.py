@@ -8,7 +8,7 @@ from op_plugin import _registry, _simulator
 from op_plugin._ge.graph import op_types as ge_op_types
 from op_plugin._ge.values import decode_attr
 from op_plugin.testing import CountingNpugraph
-from op_plugin._tools.user_checks import compiled_vs_eager
+from op_plugin._tools.user_tests.checks import compiled_vs_eager
 
 
 def test_static_matches_eager_and_graph_has_the_mapping(case):

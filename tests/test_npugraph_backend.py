@@ -141,7 +141,7 @@ def test_aclgraph_mode_runs_the_reference_kernels():
 
 
 def test_inspect_reports_fx_and_ge_graphs():
-    from op_plugin._tools.demo import DemoBlock, example_inputs
+    from op_plugin._tools.demo.model import DemoBlock, example_inputs
 
     report = op_plugin.inspect(DemoBlock().eval(), *example_inputs(), dynamic=True)
     assert any(n.target is torch.ops.npu.npu_custom_rms_norm for n in report.fx_graph.graph.nodes)

@@ -22,7 +22,7 @@ from op_plugin._registry.binding import bind
 from op_plugin._registry.load import parse_yaml, unload
 from op_plugin._simulator.hosting.install import simulator_dir
 from op_plugin._spec.ge_prototype import ge_outputs
-from op_plugin._tools.opproto import opproto_sources, write_sources
+from op_plugin._tools.ascend_c.opproto import opproto_sources, write_sources
 from op_plugin.cli import main
 from op_plugin.testing import sample_cases
 

@@ -137,13 +137,13 @@ ops:
     try:
         with pytest.raises(AssertionError, match=r"npu_h2_gold-golden0.*FAIL"):
             testing.check_yaml_ops(tmp_path / "g.yaml", checks=["golden"])
-        from op_plugin._tools.oracles import forget, golden_cases
+        from op_plugin._tools.user_tests.oracles import forget, golden_cases
         forget("npu_h2_gold")
         testing.golden("npu_h2_gold")(lambda: [torch.ones(2)])
         with pytest.raises(op_plugin.OpPluginError, match=r"npu::npu_h2_gold: golden case 0 .* must be"):
             golden_cases(_registry.find("npu_h2_gold").spec)
     finally:
-        from op_plugin._tools.oracles import forget
+        from op_plugin._tools.user_tests.oracles import forget
         forget("npu_h2_gold")
         unload("npu_h2_gold")
         _registry.detach("npu_h2_gold", _registry.Piece.REFERENCE)

@@ -147,7 +147,7 @@ def test_a_python_file_named_like_a_standard_module_does_not_replace_it(tmp_path
     module for the rest of the run; user files get private module names."""
     import copy as standard_copy
 
-    from op_plugin._tools.user_tests import import_user_module
+    from op_plugin._tools.user_tests.runner import import_user_module
 
     saved = {name: sys.modules[name] for name in ("json", "copy")}
     try:

@@ -232,3 +232,84 @@ def test_backward_for_keyword_only_tensors_is_refused(tmp_path):
     finally:
         unload(qualname)
         _registry.detach(qualname, "backward")
+
+
+TWO_OPS = """
+    ops:
+      - func: npu_user_handle_a(Tensor x) -> Tensor
+        outputs: [{size: x.shape, dtype: x}]
+      - func: npu_user_handle_b(Tensor x) -> Tensor
+        outputs: [{size: x.shape, dtype: x}]
+"""
+HANDLE_NAMES = ["npu::npu_user_handle_a", "npu::npu_user_handle_b"]
+
+
+def test_load_yaml_returns_a_handle_that_reads_as_the_names(user_yaml):
+    ops = op_plugin.load_yaml(user_yaml(TWO_OPS))
+    assert isinstance(ops, op_plugin.LoadedOps) and "LoadedOps" in op_plugin.__all__
+    assert ops == HANDLE_NAMES and HANDLE_NAMES == ops and ops == tuple(HANDLE_NAMES) and ops != HANDLE_NAMES[:1]
+    assert list(ops) == HANDLE_NAMES and ops[0] == HANDLE_NAMES[0] and ops[-1] == HANDLE_NAMES[1]
+    assert len(ops) == 2 and "npu::npu_user_handle_b" in ops and ops.index("npu::npu_user_handle_b") == 1
+    assert ops.loaded and ops.path.name == "ops_0.yaml"
+    assert repr(ops).startswith("<LoadedOps ['npu::npu_user_handle_a', 'npu::npu_user_handle_b'] from ")
+    assert repr(ops).endswith("(loaded)>")
+    with pytest.raises(AttributeError):
+        ops.path = None
+
+
+def test_unload_removes_exactly_its_ops_and_the_file_loads_again(user_yaml):
+    path = user_yaml(TWO_OPS)
+    other = op_plugin.load_yaml(user_yaml(LAYER_SCALE))
+    ops = op_plugin.load_yaml(path)
+    op_plugin.reference("npu_user_handle_a")(lambda x: x + 1)
+    assert torch.ops.npu.npu_user_handle_a(torch.zeros(2)).tolist() == [1.0, 1.0]
+
+    ops.unload()
+    assert not ops.loaded and repr(ops).endswith("(unloaded)>")
+    for name in HANDLE_NAMES:
+        assert not op_plugin.is_loaded(name)
+    assert not hasattr(torch.ops.npu, "npu_user_handle_a")
+    assert other.loaded and op_plugin.is_loaded("npu_user_layer_scale")  # another file's ops stay
+    ops.unload()  # a second unload does nothing
+
+    path.write_text(path.read_text() + "\n# edited\n")  # edited or not, the file loads again
+    again = op_plugin.load_yaml(path)
+    assert again == HANDLE_NAMES and again.loaded
+    assert torch.ops.npu.npu_user_handle_a(torch.zeros(2)).tolist() == [1.0, 1.0]  # the reference stays attached
+    ops.unload()  # the old handle never touches the new load
+    assert again.loaded and op_plugin.is_loaded("npu_user_handle_a")
+
+
+def test_loading_the_same_file_twice_shares_one_load_that_unloads_once(user_yaml):
+    path = user_yaml(TWO_OPS)
+    first = op_plugin.load_yaml(path)
+    second = op_plugin.load_yaml(path)
+    assert first == second == HANDLE_NAMES and first is not second
+    second.unload()  # whichever handle calls first unloads
+    assert not first.loaded and not second.loaded and not op_plugin.is_loaded("npu_user_handle_a")
+    first.unload()  # then the other one does nothing
+    third = op_plugin.load_yaml(path)
+    first.unload()
+    second.unload()
+    assert third.loaded and op_plugin.is_loaded(path)
+
+
+def test_a_failing_load_registers_nothing_and_returns_no_handle(user_yaml):
+    from op_plugin._registry.load import add_load_hook
+
+    def refuse_b(state):
+        if state.qualname == "npu::npu_user_handle_b":
+            raise RuntimeError("hook refused b")
+
+    path = user_yaml(TWO_OPS)
+    hook = add_load_hook(refuse_b)
+    try:
+        with pytest.raises(RuntimeError, match="hook refused b"):
+            op_plugin.load_yaml(path)
+    finally:
+        hook.destroy()
+    assert not any(op_plugin.is_loaded(name) for name in HANDLE_NAMES)
+    assert not hasattr(torch.ops.npu, "npu_user_handle_a")
+    ops = op_plugin.load_yaml(path)  # nothing was left behind to collide with
+    assert ops == HANDLE_NAMES
+    ops.unload()

@@ -1,8 +1,9 @@
-"""`load_yaml` and `unload`: read, validate, then register a file's ops, all or none."""
+"""`load_yaml` and `unload`: read, validate, then register a file's ops, all or none; the handle
+`load_yaml` returns (`LoadedOps`) takes them back."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,80 @@ _LOADED: dict[str, LoadedFile] = {}   # qualname -> the file that registered it
 _load_hooks: list[Callable[[OpState], None]] = []
 
 
+class LoadedOps(Sequence[str]):
+    """What `op_plugin.load_yaml(path)` returns: the qualified names it loaded, as a read-only sequence
+    (it iterates, indexes and compares equal to the list of names, `["npu::my_op"]`), and the handle
+    that takes them back.
+
+    `unload()` removes exactly the ops of that load (their torch.library fragment, Meta functions,
+    converters and every other registration made for them), after which the file can be loaded again.
+    It is harmless to call twice. Loading the same unchanged file again returns another handle for the
+    same load: the ops are unloaded once, by whichever handle calls first; the other's `unload()` then
+    does nothing, as it does once the file has been unloaded and loaded anew (that load has its own
+    handle).
+    """
+
+    __slots__ = ("_names", "_file")
+
+    def __init__(self, loaded_file: LoadedFile):
+        object.__setattr__(self, "_file", loaded_file)
+        object.__setattr__(self, "_names", tuple(spec.qualname for spec in loaded_file.specs))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __getitem__(self, index):
+        return self._names[index] if isinstance(index, int) else list(self._names[index])
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, LoadedOps):
+            return self._names == other._names
+        if isinstance(other, (list, tuple)):
+            return list(self._names) == list(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._names)
+
+    @property
+    def path(self) -> Path | None:
+        """The YAML file, resolved."""
+        return self._file.path
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the ops of this load are still registered (False after `unload()`)."""
+        return _is_current(self._file)
+
+    def unload(self) -> None:
+        """Remove the ops of this load; a second call, or a call after another handle of the same load
+        unloaded them, does nothing."""
+        if _is_current(self._file):
+            _unload_file(self._file)
+
+    def __repr__(self) -> str:
+        state = "loaded" if self.loaded else "unloaded"
+        return f"<LoadedOps {list(self._names)!r} from {self._file.path or '?'} ({state})>"
+
+
+def _is_current(loaded_file: LoadedFile) -> bool:
+    return all(_LOADED.get(spec.qualname) is loaded_file for spec in loaded_file.specs)
+
+
+def _unload_file(loaded_file: LoadedFile) -> None:
+    for spec in loaded_file.specs:
+        if _LOADED.get(spec.qualname) is loaded_file:
+            forget(spec.qualname)
+            _LOADED.pop(spec.qualname, None)
+    loaded_file.library.destroy()
+
+
 def add_load_hook(hook: Callable[[OpState], None]) -> RegistrationHandle:
     """Call `hook(state)` for every op a later `load_yaml` registers; raising aborts that load."""
     _load_hooks.append(hook)
@@ -45,18 +120,19 @@ def parse_yaml(path: str | Path) -> tuple[OpSpec, ...]:
     return parse_document(read_located(path))
 
 
-def load_yaml(path: str | Path) -> list[str]:
-    """Register every op of a YAML file; return their qualified names, e.g. ["npu::npu_layer_scale"].
+def load_yaml(path: str | Path) -> LoadedOps:
+    """Register every op of a YAML file; return a `LoadedOps` handle: their qualified names, e.g.
+    ["npu::npu_layer_scale"], as a sequence, whose `unload()` takes the ops back.
 
     The file is validated completely before anything is registered, and if any registration step
     fails, everything this call registered is removed again: a file registers all its ops or none.
 
-    Loading the same file again is a no-op that returns the same names (an import run twice, a
-    notebook cell run again); a file changed since it was loaded is an error naming what to do.
+    Loading the same file again is a no-op that returns a handle for the same load (an import run
+    twice, a notebook cell run again); a file changed since it was loaded is an error naming what to do.
     """
     again = _loaded_before(path)
     if again is not None:
-        return [spec.qualname for spec in again.specs]
+        return LoadedOps(again)
     specs = parse_yaml(path)
     already_loaded = [st.spec for st in loaded()]
     for index, spec in enumerate(specs):
@@ -84,7 +160,7 @@ def load_yaml(path: str | Path) -> list[str]:
     loaded_file = LoadedFile(specs, library, resolved, _digest(resolved))
     for spec in specs:
         _LOADED[spec.qualname] = loaded_file
-    return [spec.qualname for spec in specs]
+    return LoadedOps(loaded_file)
 
 
 def is_loaded(name: str) -> bool:
@@ -114,7 +190,7 @@ def _loaded_before(path: str | Path, check_changed: bool = True) -> LoadedFile |
     if not files:
         return None
     (loaded_file, *_) = files.values()
-    if not all(_LOADED.get(spec.qualname) is loaded_file for spec in loaded_file.specs):
+    if not _is_current(loaded_file):
         return None
     if _digest(resolved) != loaded_file.digest:
         if not check_changed:
@@ -123,20 +199,18 @@ def _loaded_before(path: str | Path, check_changed: bool = True) -> LoadedFile |
         first = loaded_file.specs[0]
         raise YamlSpecError(first.field("func"), f"the file changed since it was loaded ({names}); a registered op "
                             "cannot be redefined in the same process: restart Python, or unload it first "
-                            f"(op_plugin._registry.load.unload('{first.qualname}'))")
+                            "with the handle load_yaml returned (ops = op_plugin.load_yaml(path); ops.unload())")
     return loaded_file
 
 
 def unload(qualname: str) -> None:
-    """Remove every op registered together with `qualname` (its whole file)."""
+    """Remove every op registered together with `qualname` (its whole file); users call the
+    `LoadedOps.unload()` of the handle `load_yaml` returned."""
     qualname = qualify(qualname)
     loaded_file = _LOADED.get(qualname)
     if loaded_file is None:
         raise OpPluginError(f"{qualname} was not loaded by op_plugin.load_yaml")
-    for spec in loaded_file.specs:
-        forget(spec.qualname)
-        _LOADED.pop(spec.qualname, None)
-    loaded_file.library.destroy()
+    _unload_file(loaded_file)
 
 
 def _check_ge_prototype(spec: OpSpec, others: list[OpSpec]) -> None:

@@ -8,7 +8,7 @@ import time
 
 from op_plugin._simulator import load_torchair
 from op_plugin._simulator.interpreter import registry
-from op_plugin._tools.declared_cases import plant_case
+from op_plugin._tools.declared.cases import plant_case
 
 load_torchair()
 from torchair._ge_concrete_graph.supported_declaration import F32  # noqa: E402  importable only after load_torchair

@@ -6,7 +6,7 @@ import functools
 import torch
 
 from op_plugin._simulator import load_torchair
-from op_plugin._tools.declared_cases import plant_case
+from op_plugin._tools.declared.cases import plant_case
 
 load_torchair()
 from torchair._ge_concrete_graph.supported_declaration import F32  # noqa: E402  importable only after load_torchair

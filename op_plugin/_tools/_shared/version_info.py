@@ -12,7 +12,7 @@ import importlib.util
 import platform
 import re
 
-from .._base.wheel import TORCH_NPU_VERSION, simulator_dir
+from ..._base.wheel import TORCH_NPU_VERSION, simulator_dir
 
 _BRANCH = re.compile(r"-b (v\d[\w.]*-[\w.]+)")   # `git clone ... -b v2.13.0-26.2.0` in the wheel's README
 
@@ -46,8 +46,10 @@ def version_lines() -> list[str]:
         lines.append(f"torch_npu {npu} (installed: TorchAir from it on an Ascend host)")
     metadata = _wheel_metadata()
     if metadata is None:
+        from ..._simulator.hosting.install import INSTALL_HINT  # the one install hint, as errors give it
+
         lines.append(f"simulator: torch-npu {TORCH_NPU_VERSION} wheel not unpacked at {simulator_dir()} "
-                     "(python -m op_plugin._simulator.install)")
+                     f"({INSTALL_HINT})")
         return lines
     branch = _BRANCH.search(metadata)
     torch_req = next((line.split(":", 1)[1].strip() for line in metadata.splitlines()

@@ -41,13 +41,13 @@ from pathlib import Path
 
 import torch
 
-from .._ge.ir import AttrType, InputKind
-from .._ge.values import TORCH_TO_GE_NAME
-from .._simulator.hosting.builtin_types import builtin_ge_types
-from .._spec.dtypes import DTYPES, schema_default_dtype
-from .._spec.ge_prototype import ge_outputs
-from .._spec.model import OpSpec
-from .._spec.schema import ArgKind
+from ..._ge.ir import AttrType, InputKind
+from ..._ge.values import TORCH_TO_GE_NAME
+from ..._simulator.hosting.builtin_types import builtin_ge_types
+from ..._spec.dtypes import DTYPES, schema_default_dtype
+from ..._spec.ge_prototype import ge_outputs
+from ..._spec.model import OpSpec
+from ..._spec.schema import ArgKind
 from .cpp_text import cpp_string_body
 from .out_files import write_files
 

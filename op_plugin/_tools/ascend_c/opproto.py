@@ -19,13 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._ge.ir import AttrType, InputKind
-from .._ge.values import TORCH_TO_GE_NAME
-from .._simulator.hosting.builtin_types import builtin_ge_types
-from .._spec.ge_prototype import ge_outputs
-from .._spec.model import OpSpec
-from .._spec.schema import ArgKind
-from .._spec.dtypes import DTYPES
+from ..._ge.ir import AttrType, InputKind
+from ..._ge.values import TORCH_TO_GE_NAME
+from ..._simulator.hosting.builtin_types import builtin_ge_types
+from ..._spec.ge_prototype import ge_outputs
+from ..._spec.model import OpSpec
+from ..._spec.schema import ArgKind
+from ..._spec.dtypes import DTYPES
 from .cpp_text import comment_text, cpp_float, cpp_int, cpp_string
 from .msopgen import MSOPGEN_ATTR_TYPES, FileStems, MsOpGenError, allowed_dtypes, attr_default
 from .opproto_infer import RUNTIME, RUNTIME_HEADER, InferTranslationError, SizeToCpp

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from .compare_report import error_of, within
-from .tolerances import tolerances
+from .report import error_of, within
+from .._shared.tolerances import tolerances
 
 _NAME = re.compile(r"^(?P<type>[^.]+)\.(?P<op>[^.]+)\.(?P<task>\d+)\.(?P<stream>\d+)\.(?P<ts>\d+)\."
                    r"(?P<io>input|output)\.(?P<index>\d+)\.npy$")

@@ -22,12 +22,12 @@ import contextlib
 import torch
 from torch.fx.node import map_arg
 
-from .. import _simulator
-from .._backend import NpuGraphConfig, compile_graph
-from .compare_report import CompareReport, CompareRow, error_of, known_difference, within
-from .graph_classes import data_inputs
-from .progress import progress
-from .tolerances import tolerances
+from ... import _simulator
+from ..._backend import NpuGraphConfig, compile_graph
+from .report import CompareReport, CompareRow, error_of, known_difference, within
+from ..inspect.graph_classes import data_inputs
+from .._shared.progress import progress
+from .._shared.tolerances import tolerances
 
 _OUTPUT = ".OUTPUT."
 
@@ -120,7 +120,7 @@ class _ComparingRunner:
 
 
 def _observing(observer):
-    from .._simulator.interpreter.executor import observing  # pylint: disable=import-outside-toplevel
+    from ..._simulator.interpreter.executor import observing  # pylint: disable=import-outside-toplevel
 
     return observing(observer)
 

@@ -4,7 +4,7 @@ A row compares the GE tensor TorchAir named after the FX node (`_fx_tensor_name`
 computed eagerly on the same inputs the GE graph gave that node ("local" error: the node's own
 error, what decides divergence), and with the FX graph run eagerly from the graph inputs
 ("chained" error: how far the GE value has drifted from eager by then, for information).
-Tolerances are per dtype (`_tools.tolerances`). Known semantic differences between a GE op and
+Tolerances are per dtype (`_tools._shared.tolerances`). Known semantic differences between a GE op and
 its eager counterpart are named on the row (`KNOWN_DIFFERENCES`).
 """
 from __future__ import annotations
@@ -109,8 +109,8 @@ class CompareReport:
     def picture(self, index: int | str = 0, **kwargs):
         """The GE graph (label or index into `ge_graphs`) as a graphviz.Digraph, each node that carries
         an FX node's result coloured by its error (green within tolerance, red divergent, orange a
-        known difference); render with `_tools.graph_picture.render`."""
-        from .graph_picture import ge_graph_dot
+        known difference); render with `_tools.inspect.graph_picture.render`."""
+        from ..inspect.graph_picture import ge_graph_dot
 
         label = list(self.ge_graphs)[index] if isinstance(index, int) else index
         graph_def = self.ge_graphs[label]

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .declared_compare import compare
-from .declared_group import case_group, needs_group, with_group_names
+from .compare import compare
+from .group import case_group, needs_group, with_group_names
 
 # Result classes. eager-unsupported cases are not counted: eager itself fails on the CPU. too-large: not
 # run at all, its declared inputs alone exceed INPUT_BYTES_LIMIT (it would exhaust the shared host's memory).
@@ -138,7 +138,7 @@ def target_name(target) -> str:
 
 def declared_converters() -> dict:
     """TorchAir's declared converters (target -> Converter), custom-op converters included."""
-    from .._simulator import load_torchair
+    from ..._simulator import load_torchair
 
     load_torchair()
     from torchair._ge_concrete_graph.fx2ge_converter import (
@@ -160,7 +160,7 @@ OWN_CASE = "op_plugin-"  # the case number's prefix in the id of op_plugin's own
 def enumerate_cases(prefixes=()) -> list[DeclaredCase]:
     """Every declared case, TorchAir's and op_plugin's (plus planted ones), whose id starts with
     one of `prefixes` (all if none)."""
-    from .._lowering.registry import declared_cases as own_declared_cases
+    from ..._lowering.registry import declared_cases as own_declared_cases
 
     cases = []
     for target, converter in declared_converters().items():
@@ -187,7 +187,7 @@ def _case_order(case: DeclaredCase) -> tuple:
 def _as_input(spec):
     from torchair._ge_concrete_graph.supported_declaration import _TypedTensor
 
-    from .._lowering.cases import TypedTensor
+    from ..._lowering.cases import TypedTensor
 
     if isinstance(spec, (list, tuple)):
         return [_as_input(v) for v in spec]
@@ -212,7 +212,7 @@ def input_bytes(case: DeclaredCase) -> int:
     """The bytes of the case's declared tensor inputs, from the specs alone (nothing is allocated)."""
     from torchair._ge_concrete_graph.supported_declaration import _TypedTensor
 
-    from .._lowering.cases import TypedTensor
+    from ..._lowering.cases import TypedTensor
 
     def size(spec) -> int:
         if isinstance(spec, (list, tuple)):
@@ -275,7 +275,7 @@ class CompiledRun:
 
 def run_compiled(case: DeclaredCase) -> CompiledRun:
     """Run the case through `torch.compile(backend="npugraph")` on a copy of its inputs."""
-    from .._simulator import capture_graphs
+    from ..._simulator import capture_graphs
 
     torch._dynamo.reset()
     args, kwargs = build_inputs(case)
@@ -355,7 +355,7 @@ def _error_chain(error: BaseException) -> list[BaseException]:
 
 
 def _classify_error(result: CaseResult, error: BaseException) -> None:
-    from .._simulator import GeExecutionError
+    from ..._simulator import GeExecutionError
 
     chain = _error_chain(error)
     for link in chain:

@@ -75,7 +75,7 @@ def _joined(store, rank: int, size: int):
     global _active_name
     import torch.distributed as dist
 
-    from .._simulator.npu.collective_matmul import hccl_comm_name
+    from ..._simulator.npu.collective_matmul import hccl_comm_name
 
     if dist.is_initialized():
         raise RuntimeError("declared case: the op takes a communicator name but torch.distributed is already "
@@ -128,7 +128,7 @@ class _Peers:
 
     def fold(self, result):
         """Rank 0's result, or the first other rank's where rank 0 passed and it did not."""
-        from .declared_cases import CaseResult
+        from .cases import CaseResult
 
         deadline = time.monotonic() + 2 * COLLECTIVE_SECONDS  # one bound for all peers: they run side by side
         for rank, _, read in self.peers:
@@ -163,7 +163,7 @@ def _peer(case, rank: int, size: int, port: int, write: int) -> None:
     (the parent's objects, its store server among them, are not this process's to tear down)."""
     code = 1
     try:
-        from .declared_cases import CaseResult, _run_case
+        from .cases import CaseResult, _run_case
 
         torch.set_num_threads(1)  # OpenMP's thread pool does not survive fork; one thread needs none
         with _joined(_store(port, size, False), rank, size):

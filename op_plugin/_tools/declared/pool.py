@@ -1,6 +1,6 @@
 """A pool of guarded worker processes that run declared cases: a crash, hang or OOM costs one case.
 
-Each worker is `python -m op_plugin._tools.declared_pool --worker` (TorchAir loaded once per
+Each worker is `python -m op_plugin._tools.declared.pool --worker` (TorchAir loaded once per
 worker). The parent sends one case id per line on the worker's stdin and reads one JSON result
 per line from a private copy of the worker's stdout (the worker's fd 1 is pointed at its stderr
 log, so a print from torch or TorchAir cannot corrupt the protocol). A worker that exits, or
@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .declared_cases import CaseResult
+from .cases import CaseResult
 
 STARTUP_SECONDS = 300  # loading torch + TorchAir, on a loaded 2-core machine
 DEFAULT_MEMORY_LIMIT_GB = 8.0
@@ -33,7 +33,7 @@ WORKER_ENV = "OP_PLUGIN_DECLARED_CASES_WORKER"  # set in the workers, so a setup
 class _Worker:
     def __init__(self, setup: list[str], memory_limit_gb: float | None):
         self.log = tempfile.TemporaryFile(mode="w+b")
-        command = [sys.executable, "-m", "op_plugin._tools.declared_pool", "--worker"]
+        command = [sys.executable, "-m", "op_plugin._tools.declared.pool", "--worker"]
         for module in setup:
             command += ["--setup", module]
         if memory_limit_gb:
@@ -170,7 +170,7 @@ def _worker_main(setup: list[str], memory_limit_gb: float | None) -> int:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything else printed goes to the log
-    from .declared_cases import enumerate_cases, import_setup, run_case
+    from .cases import enumerate_cases, import_setup, run_case
 
     for module in setup:
         import_setup(module)

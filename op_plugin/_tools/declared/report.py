@@ -20,8 +20,8 @@ import collections
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .declared_cases import CLASSES, FAILING, CaseResult
-from .progress import progress_bar
+from .cases import CLASSES, FAILING, CaseResult
+from .._shared.progress import progress_bar
 
 REGENERATE = ("op-plugin declared-cases --workers 2 --json declared-cases.json "
               "--markdown docs/declared-cases.md --write-known tests/data/declared_cases_known_failures.txt")
@@ -228,7 +228,7 @@ def render_page(results: list[CaseResult], summary: dict, known: dict[str, Known
            f"    {REGENERATE}", "",
            "Every case TorchAir declares on its converters (`@declare_supported`) runs through "
            "`torch.compile(backend=\"npugraph\")` and eagerly on the CPU, each in a guarded worker process "
-           "(`op_plugin/_tools/declared_cases.py`). Cases that eager itself cannot run on a CPU are not counted.", "",
+           "(`op_plugin/_tools/declared/cases.py`). Cases that eager itself cannot run on a CPU are not counted.", "",
            "## Summary", "",
            f"**{summary['passed']} of {summary['eager_runnable']} eager-runnable cases pass ({rate})**; "
            f"{summary['cases']} declared cases in all.", ""]
@@ -262,7 +262,7 @@ def render_page(results: list[CaseResult], summary: dict, known: dict[str, Known
 
 
 class Progress:
-    """The run's progress bar (`_tools/progress.py`: on a terminal only), advanced per finished case."""
+    """The run's progress bar (`_tools/_shared/progress.py`: on a terminal only), advanced per finished case."""
 
     def __init__(self, total: int):
         self._bar = progress_bar(total, desc="declared cases", unit="case")

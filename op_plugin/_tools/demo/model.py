@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._backend import load_torchair_for_host, npugraph_backend
-from .inspect import inspect
+from ..._backend import load_torchair_for_host, npugraph_backend
+from ..inspect.inspect import inspect
 
 npu = torch.ops.npu
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .._ge.graph import DataRef, parse_input, topological_order
-from .._registry.op_state import loaded
-from .._simulator.hosting.builtin_types import builtin_ge_types
+from ..._ge.graph import DataRef, parse_input, topological_order
+from ..._registry.op_state import loaded
+from ..._simulator.hosting.builtin_types import builtin_ge_types
 
 _DATA_TYPES = {"Data", "RefData"}
 _CONST_TYPES = {"Const", "Constant"}

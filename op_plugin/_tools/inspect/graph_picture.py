@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from .._ge.values import decode_attr, fx_tensor_meta, proto_dtype_name
+from ..._ge.values import decode_attr, fx_tensor_meta, proto_dtype_name
 from .graph_classes import NodeInfo, classify, data_inputs, meta_text
 from .graph_text import describe_desc
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from .._ge.graph import topological_order
-from .._ge.values import GE_TO_TORCH, PROTO_DT_FLOAT, decode_attr, fx_tensor_meta, proto_dtype_name
+from ..._ge.graph import topological_order
+from ..._ge.values import GE_TO_TORCH, PROTO_DT_FLOAT, decode_attr, fx_tensor_meta, proto_dtype_name
 
 
 def ge_graph_text(graph_def) -> str:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import _simulator
-from .._backend import NpuGraphConfig, compile_graph
-from .._ge.graph import op_types
+from ... import _simulator
+from ..._backend import NpuGraphConfig, compile_graph
+from ..._ge.graph import op_types
 from .graph_text import ge_graph_text
 
 

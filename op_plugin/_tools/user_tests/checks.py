@@ -14,8 +14,8 @@ from collections.abc import Callable
 import sympy
 import torch
 
-from .. import _registry
-from .._registry.fake_overrides import replaced_fake
+from ... import _registry
+from ..._registry.fake_overrides import replaced_fake
 from .error_text import clean_message
 from .oracles import check_golden, check_oracle, custom_type_note
 from .samples import SampleCase, assert_results_close, clone_tree

@@ -7,7 +7,7 @@ class CountingNpugraph:
     """The npugraph backend, counting finished compiles (a restarted first attempt is not counted)."""
 
     def __init__(self, **options):
-        from .._backend import npugraph_backend
+        from ..._backend import npugraph_backend
 
         self.compiles = 0
         self._backend = npugraph_backend(**options)

@@ -13,12 +13,12 @@ from dataclasses import replace
 
 import torch
 
-from .. import _registry
-from .._base.errors import MissingImplementationError
-from .._spec.model import DimSize, OpSpec, Sample, SampleValue, TensorSample
-from .._spec.schema import ArgKind
+from ... import _registry
+from ..._base.errors import MissingImplementationError
+from ..._spec.model import DimSize, OpSpec, Sample, SampleValue, TensorSample
+from ..._spec.schema import ArgKind
 from .samples import SampleCase
-from .user_checks import check_meta_matches_reference
+from .checks import check_meta_matches_reference
 
 _DIMS = (DimSize("_N", 4), DimSize("_C", 6), DimSize("_K", 5))
 # (first tensor, every later tensor): shapes in dims names

@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 
-from .. import _registry
-from .._base.errors import OpPluginError
-from .._registry.library import op_overload
-from .._spec.model import OpSpec
+from ... import _registry
+from ..._base.errors import OpPluginError
+from ..._registry.library import op_overload
+from ..._spec.model import OpSpec
 from .samples import SampleCase, assert_results_close, clone_tree
 
 _ORACLES: dict[str, Callable] = {}
@@ -144,7 +144,7 @@ def _agree(what: str, got: Any, want: Any) -> None:
 
 def check_oracle(case: SampleCase) -> str:
     """The eager op (its reference kernel) and its npugraph result agree with the user's oracle."""
-    from .user_checks import CheckSkipped
+    from .checks import CheckSkipped
 
     fn = _ORACLES.get(case.spec.qualname)
     if fn is None:
@@ -166,7 +166,7 @@ def check_oracle(case: SampleCase) -> str:
 
 def check_golden(case) -> str:
     """Eager and npugraph give the golden case's expected outputs."""
-    from .user_checks import CheckSkipped
+    from .checks import CheckSkipped
 
     if not isinstance(case, GoldenCase):
         raise CheckSkipped("golden values are checked as their own cases (<op>-golden<i>)")
@@ -192,7 +192,7 @@ def custom_type_note(spec: OpSpec) -> str | None:
 
 
 def _is_builtin(ge_type: str) -> bool:
-    from .._ge.builtin_prototypes import builtin_prototype
+    from ..._ge.builtin_prototypes import builtin_prototype
 
     try:
         return builtin_prototype(ge_type) is not None

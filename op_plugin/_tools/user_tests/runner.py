@@ -15,16 +15,16 @@ from pathlib import Path
 
 import torch
 
-from .. import _registry
-from .._registry.fake_overrides import warn_replaced_fakes
-from .._registry.load import load_yaml, parse_yaml
-from .._spec.model import OpSpec
+from ... import _registry
+from ..._registry.fake_overrides import warn_replaced_fakes
+from ..._registry.load import load_yaml, parse_yaml
+from ..._spec.model import OpSpec
 from .default_samples import NoDefaultSample, default_sample_case
 from .error_text import clean_message, origin
 from .oracles import GoldenCase, custom_type_note, golden_cases, has_oracle
-from .progress import progress_bar
+from .._shared.progress import progress_bar
 from .samples import SampleCase
-from .user_checks import CHECKS, ORACLE_CHECKS, CheckSkipped
+from .checks import CHECKS, ORACLE_CHECKS, CheckSkipped
 
 
 @dataclass

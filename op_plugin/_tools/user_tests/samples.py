@@ -18,13 +18,13 @@ from typing import Any
 
 import torch
 
-from .. import _registry
-from .._base.errors import OpPluginError
-from .._registry.library import op_overload
-from .._spec.dtypes import DTYPES, FLOATING
-from .._spec.model import OpSpec, Sample, TensorSample
-from .._spec.schema import ArgKind
-from .tolerances import tolerances
+from ... import _registry
+from ..._base.errors import OpPluginError
+from ..._registry.library import op_overload
+from ..._spec.dtypes import DTYPES, FLOATING
+from ..._spec.model import OpSpec, Sample, TensorSample
+from ..._spec.schema import ArgKind
+from .._shared.tolerances import tolerances
 
 __all__ = ["SampleCase", "assert_results_close", "clone_tree", "sample_cases"]
 
