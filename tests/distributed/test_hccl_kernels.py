@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 
 from op_plugin._simulator.interpreter.errors import KernelError
-from op_plugin._simulator.interpreter.kernels import hccl
+from op_plugin._simulator.interpreter.kernels.hccl import collectives as hccl
 
 WORLD = 2
 

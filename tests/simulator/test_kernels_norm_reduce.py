@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from op_plugin._simulator import GeExecutionError
-from op_plugin._simulator.interpreter.kernels import norm_batch
+from op_plugin._simulator.interpreter.kernels.norm import batch_norm as norm_batch
 from op_plugin._testing_harness import Npugraph, assert_close, check_compiled, run_node
 
 aten = torch.ops.aten

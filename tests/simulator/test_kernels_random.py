@@ -12,7 +12,7 @@ import torch
 
 from op_plugin._simulator import GeExecutionError, capture_graphs
 from op_plugin._simulator.npu import generator as rng
-from op_plugin._simulator.interpreter.kernels.random import stream
+from op_plugin._simulator.interpreter.kernels.random.random import stream
 from op_plugin._testing_harness import Npugraph, run_node
 
 F16, F32, BF16, I32, I64, U8, U64 = (torch.float16, torch.float32, torch.bfloat16, torch.int32, torch.int64,

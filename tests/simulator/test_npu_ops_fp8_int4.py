@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from _lowbit_oracles import code_value as _code_value, nearest_code as _nearest_code, pack_loop as _pack_loop
-from op_plugin._simulator.interpreter.kernels.quantize_lowbit import fp8_saturating_rint
-from op_plugin._simulator.interpreter.kernels.quantize_lowbit import pack_int4 as ge_pack_int4
+from op_plugin._simulator.interpreter.kernels.formats import fp8_saturating_rint
+from op_plugin._simulator.interpreter.kernels.formats import pack_int4 as ge_pack_int4
 from op_plugin._simulator.npu.formats import pack_int4, to_fp8, unpack_int4
 from op_plugin._testing_harness import assert_close, check_compiled, check_dynamic_sizes
 

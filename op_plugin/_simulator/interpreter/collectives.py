@@ -1,4 +1,4 @@
-"""What the Hcom kernels (`kernels/hccl.py`) run on: torch.distributed process groups, bounded waits,
+"""What the Hcom kernels (`kernels/hccl/collectives.py`) run on: torch.distributed process groups, bounded waits,
 and the check that the ranks of a group run the same collectives.
 
 On a CPU host TorchAir names a gloo group ``tag=<pg tag>;rank_list=<global ranks>``
@@ -39,10 +39,10 @@ _AGREEMENT_PREFIX = "op_plugin/hcom/agree"
 # GE types whose ranks must agree before they run (every one of a group's ranks runs them).
 GROUP_COLLECTIVES = frozenset({"HcomAllReduce", "HcomAllGather", "HcomReduceScatter", "HcomBroadcast",
                                "HcomAllToAllV", "HcomAllToAll", "HcomAllGatherV", "HcomReduceScatterV",
-                               # MC2: a matmul fused with a collective (kernels/mc2.py)
+                               # MC2: a matmul fused with a collective (kernels/mc2/matmul_comm.py)
                                "MatmulAllReduce", "AllGatherMatmul", "MatmulReduceScatter",
-                               "AllGatherMatmulV2", "MatmulReduceScatterV2",  # (kernels/mc2_v2.py)
-                               # MoE expert parallelism over the EP group (kernels/moe_distribute.py)
+                               "AllGatherMatmulV2", "MatmulReduceScatterV2",  # (kernels/mc2/matmul_comm.py)
+                               # MoE expert parallelism over the EP group (kernels/mc2/moe_distribute.py)
                                "MoeDistributeDispatch", "MoeDistributeCombine", "MoeDistributeDispatchV2",
                                "MoeDistributeCombineV2"})
 POINT_TO_POINT = frozenset({"HcomSend", "HcomReceive"})

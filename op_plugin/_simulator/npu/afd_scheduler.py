@@ -1,13 +1,13 @@
 """CPU kernels of torch_npu's attention/FFN-disaggregation schedulers: attention_worker_scheduler(_) and
 ffn_worker_scheduler(_). They check the argument the ops document (a 1-D int8 ScheduleContext of 1024
 bytes) and then refuse by name: the schedulers read and write device memory that the context only
-points to, waiting on peer devices (``interpreter/kernels/transformer/afd_scheduler.py`` says why in
+points to, waiting on peer devices (``interpreter/kernels/ffn/afd_scheduler.py`` says why in
 full); TorchAir's GE types refuse alike."""
 from __future__ import annotations
 
 import torch
 
-from ..interpreter.kernels.transformer.afd_scheduler import WHY
+from ..interpreter.kernels.ffn.afd_scheduler import WHY
 
 
 def _refuse(op, schedule_context):

@@ -2,7 +2,7 @@
 (forward), and the inference ops ``npu_prompt_flash_attention``, ``npu_incre_flash_attention``,
 ``npu_fused_infer_attention_score`` (and ``_v2``).
 
-The inference ops compute CANN's definition in ``interpreter/kernels/transformer/infer_attention.py``
+The inference ops compute CANN's definition in ``interpreter/kernels/attention/infer_attention.py``
 (the GE kernels use the same function): layouts BSH, BSND, BNSD, BNSD_BSND, TND (fused op), GQA
 through ``num_key_value_heads`` (0 = as many as the query), masks (bool/int8/uint8) with
 sparse_mode 0-4, actual sequence lengths (the decode op's ``actual_seq_lengths`` are key/value
@@ -15,7 +15,7 @@ precision only (the CPU computes in float32 either way).
 ``npu_fusion_attention``:
 
 Semantics from its torch_npu documentation (the wheel's ``_op_plugin_docs.py``): the masked,
-scaled softmax attention of ``interpreter/kernels/transformer/attention.py`` (the same CANN
+scaled softmax attention of ``interpreter/kernels/attention/flash_attention.py`` (the same CANN
 definition FlashAttentionScore
 implements; layouts BSH, SBH, BSND, BNSD; masks and sparse_mode 0-4; GQA). Returns
 ``(attention_out, softmax_max, softmax_sum, softmax_out, seed, offset, numels)`` like torch_npu:
@@ -40,7 +40,7 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
                          prefix=None, actual_seq_qlen=None, actual_seq_kvlen=None, sparse_mode=0,
                          gen_mask_parallel=True, sync=False, softmax_layout="", sink=None, dropout_mask=None,
                          seed=0, offset=0):
-    from ..interpreter.kernels.transformer import attention as core  # the kernels package loads on first use only
+    from ..interpreter.kernels.attention import flash_attention as core  # the kernels package loads on first use only
 
     op = "npu::npu_fusion_attention"
     refused = {"pse": pse, "padding_mask": padding_mask, "prefix": prefix, "actual_seq_qlen": actual_seq_qlen,
@@ -88,7 +88,7 @@ def _check_inputs(op, query, key, value, dtypes=FLOATS):
 
 
 def _infer(op, *args, **kwargs):
-    from ..interpreter.kernels.transformer import infer_attention as core  # the kernels package loads on first use
+    from ..interpreter.kernels.attention import infer_attention as core  # the kernels package loads on first use
 
     try:
         return core.infer_attention(*args, **kwargs)
@@ -141,7 +141,7 @@ _HALF = (torch.float16, torch.bfloat16)
 def _fused(op, query, key, value, atten_mask, actual_q, actual_kv, block_table, query_rope, key_rope, *, num_heads,
            num_key_value_heads, scale, pre_tokens, next_tokens, input_layout, sparse_mode, inner_precise, block_size,
            lse_flag):
-    from ..interpreter.kernels.transformer.infer_attention_kernels import query_seq_len
+    from ..interpreter.kernels.attention.infer_attention import query_seq_len
 
     _check_inputs(op, query, key, value, _HALF)
     if block_table is None and block_size:
@@ -222,9 +222,9 @@ def npu_fusion_attention_grad(query, key, value, dy, head_num, input_layout, *, 
                               actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False,
                               softmax_layout="", sink=None):
     """The backward of npu_fusion_attention (FlashAttentionScoreGrad; see
-    interpreter/kernels/transformer/attention_grad.py): (dq, dk, dv, dpse, dsink): dpse None (no pse, as the
+    interpreter/kernels/attention/flash_attention.py): (dq, dk, dv, dpse, dsink): dpse None (no pse, as the
     wheel's Meta gives it), dsink empty."""
-    from ..interpreter.kernels.transformer import attention_grad as core
+    from ..interpreter.kernels.attention import flash_attention as core
 
     op = "npu::npu_fusion_attention_grad"
     _refuse(op, pse=pse, padding_mask=padding_mask, prefix=prefix, actual_seq_qlen=actual_seq_qlen,
@@ -248,7 +248,7 @@ def npu_fusion_attention_grad(query, key, value, dy, head_num, input_layout, *, 
 
 
 def _mla_prolog(op, args, quant, eps_cq, eps_ckv, cache_mode, query_rope_dtype):
-    from ..interpreter.kernels.transformer import mla_prolog as core
+    from ..interpreter.kernels.attention import mla_prolog as core
 
     try:
         return core.run(quant, args, eps_cq=eps_cq, eps_ckv=eps_ckv, cache_mode=cache_mode,
@@ -262,7 +262,7 @@ def npu_mla_prolog(token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr, r
                    dequant_scale_w_dq=None, dequant_scale_w_uq_qr=None, dequant_scale_w_dkv_kr=None,
                    quant_scale_ckv=None, quant_scale_ckr=None, smooth_scales_cq=None, rmsnorm_epsilon_cq=1e-5,
                    rmsnorm_epsilon_ckv=1e-5, cache_mode="PA_BSND"):
-    """MLA pre-processing (MlaProlog; interpreter/kernels/transformer/mla_prolog.py): query, query_rope and
+    """MLA pre-processing (MlaProlog; interpreter/kernels/attention/mla_prolog.py): query, query_rope and
     the updated kv/kr caches (copies)."""
     return _mla_prolog("npu::npu_mla_prolog", (token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_kr,
                                                rmsnorm_gamma_cq, rmsnorm_gamma_ckv, rope_sin, rope_cos, cache_index,
@@ -295,7 +295,7 @@ def _mla_prolog_v3(op, token_x, weight_dq, weight_uq_qr, weight_uk, weight_dkv_k
                    qc_qr_scale=1.0, kc_scale=1.0, **rest):
     """V3's computation: (query, query_rope, kv_cache_out, kr_cache_out, dequant_scale_q_nope, query_norm,
     dequant_scale_q_norm), the caches as updated copies."""
-    from ..interpreter.kernels.transformer import mla_prolog as core
+    from ..interpreter.kernels.attention import mla_prolog as core
 
     dtypes = {name: rest.pop(name) for name in list(rest) if name.endswith("_dtype")}
     _refuse(op, **dtypes)

@@ -17,7 +17,7 @@ Backward ops (float32 inside for 16-bit inputs, rounded once):
 * ``_npu_rms_norm_backward_quant(dy, x, rstd, gamma, scale_x, *, offset_x, div_mode, quant_mode, dst_type)``:
   the RMS-norm gradient with dx quantised to int8 from float32, ``rint(dx / scale_x + offset_x)`` (``* scale_x``
   without div_mode), saturated; dgamma float32 (aclnnRmsNormGradQuant, computed by the RmsNormGradQuant GE
-  kernel, ``interpreter/kernels/norm_rms_grad.py``). hifloat8 dx (dst_type 290) has no CPU dtype: refused.
+  kernel, ``interpreter/kernels/norm/rms_norm.py``). hifloat8 dx (dst_type 290) has no CPU dtype: refused.
 
 Autograd (``AUTOGRAD``, registered by ops.py for the Autograd key): ``npu_rms_norm`` (self, gamma; rstd
 not differentiable), ``npu_swiglu``, ``npu_rotary_mul`` (self, r1, r2; a ``rotate`` matrix is refused:
@@ -34,7 +34,7 @@ import math
 import torch
 
 from ..._base.numerics import opmath
-from ..interpreter.kernels import norm_rms_grad
+from ..interpreter.kernels.norm import rms_norm as norm_rms_grad
 from .checks import named_refusals, rank, same_shape
 from .dense import plain_dtype
 

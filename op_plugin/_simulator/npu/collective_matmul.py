@@ -3,7 +3,7 @@ torch.distributed, and the CPU stand-in for the HCCL communicator name they take
 
 On an NPU these eager ops call the CANN kernels their GE types run in graph mode
 (aclnnMatmulAllReduce, aclnnAllGatherMatmul, aclnnMatmulReduceScatter), so each maps its torch_npu
-arguments onto the GE kernel (`interpreter/kernels/mc2.py`: the formulas, numerics and refusals)
+arguments onto the GE kernel (`interpreter/kernels/mc2/matmul_comm.py`: the formulas, numerics and refusals)
 and names the op in every refusal:
 
 * ``npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op, bias, x3, dequant_scale, pertoken_scale, y_dtype, ...)``
@@ -17,7 +17,7 @@ and names the op in every refusal:
   MatmulReduceScatter: ``ReduceScatter(x1 @ x2 + bias)`` along dim 0;
 * ``npu_all_gather_quant_mm(self, x2, hcom, world_size, *, bias, x1_scale, x2_scale, y_dtype, ...)`` ->
   AllGatherMatmulV2 and ``npu_quant_mm_reduce_scatter(...)`` -> MatmulReduceScatterV2: float16/bfloat16,
-  or float8 with per-tensor scales (`interpreter/kernels/mc2_v2.py`); each returns an empty amax_out.
+  or float8 with per-tensor scales (`interpreter/kernels/mc2/matmul_comm.py`); each returns an empty amax_out.
 
 `hcom`: on an NPU, the HCCL communicator name of a process group
 (``group._get_backend(torch.device("npu")).get_hccl_comm_name(rank)``); on a CPU host with gloo,
@@ -33,7 +33,7 @@ import torch
 from .checks import named_refusals
 from .quant import scalar_dtype
 from ..._ge.values import TORCH_TO_GE
-from ..interpreter.kernels import mc2, mc2_v2
+from ..interpreter.kernels.mc2 import matmul_comm
 
 _HALF = (torch.float16, torch.bfloat16)
 _FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
@@ -84,7 +84,7 @@ def npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op="sum", bias=None, antiquan
                          "x1's dtype")
     else:
         ge_y_dtype = _UNDEFINED_DTYPE
-    return mc2.matmul_all_reduce(
+    return matmul_comm.matmul_all_reduce(
         x1, x2, bias, x3, antiquant_scale, antiquant_offset, dequant_scale, pertoken_scale, comm_quant_scale_1,
         comm_quant_scale_2, group=hcom, reduce_op=reduce_op, is_trans_a=False, is_trans_b=False, comm_turn=comm_turn,
         antiquant_group_size=antiquant_group_size, group_size=0, y_dtype=ge_y_dtype,
@@ -96,7 +96,7 @@ def npu_all_gather_base_mm(x1, x2, hcom, world_size, *, bias=None, x1_scale=None
                            gather_output=True, comm_turn=0, output_dtype=None, comm_mode=None):
     _half_inputs("npu_all_gather_base_mm", x1, x2)
     _no_quantisation("npu_all_gather_base_mm", x1_scale=x1_scale, x2_scale=x2_scale, output_dtype=output_dtype)
-    return mc2.all_gather_matmul(x1, x2, bias, group=hcom, is_trans_a=False, is_trans_b=False,
+    return matmul_comm.all_gather_matmul(x1, x2, bias, group=hcom, is_trans_a=False, is_trans_b=False,
                                  gather_index=gather_index, comm_turn=comm_turn, rank_size=world_size,
                                  is_gather_out=gather_output)
 
@@ -106,7 +106,7 @@ def npu_mm_reduce_scatter_base(x1, x2, hcom, world_size, *, reduce_op="sum", bia
                                x2_scale=None, comm_turn=0, output_dtype=None, comm_mode=None):
     _half_inputs("npu_mm_reduce_scatter_base", x1, x2)
     _no_quantisation("npu_mm_reduce_scatter_base", x1_scale=x1_scale, x2_scale=x2_scale, output_dtype=output_dtype)
-    return mc2.matmul_reduce_scatter(x1, x2, bias, group=hcom, reduce_op=reduce_op, is_trans_a=False,
+    return matmul_comm.matmul_reduce_scatter(x1, x2, bias, group=hcom, reduce_op=reduce_op, is_trans_a=False,
                                      is_trans_b=False, comm_turn=comm_turn, rank_size=world_size)
 
 
@@ -136,7 +136,7 @@ def npu_all_gather_quant_mm(self, x2, hcom, world_size, *, bias=None, x1_scale=N
     op = "npu_all_gather_quant_mm"
     _v2_checks(op, self, x2, group_sizes, x1_dtype=x1_dtype, x2_dtype=x2_dtype, x1_scale_dtype=x1_scale_dtype,
                x2_scale_dtype=x2_scale_dtype)
-    return mc2_v2.all_gather_matmul_v2(
+    return matmul_comm.all_gather_matmul_v2(
         self, x2, bias, x1_scale, x2_scale, quant_scale, group=hcom, is_trans_a=False, is_trans_b=False,
         gather_index=gather_index, comm_turn=comm_turn, rank_size=world_size, block_size=block_size, group_size=0,
         is_gather_out=gather_output, is_amax_out=amax_output, y_dtype=_v2_y_dtype(op, self, y_dtype))
@@ -150,7 +150,7 @@ def npu_quant_mm_reduce_scatter(self, x2, hcom, world_size, *, reduce_op="sum", 
     op = "npu_quant_mm_reduce_scatter"
     _v2_checks(op, self, x2, group_sizes, x1_dtype=x1_dtype, x2_dtype=x2_dtype, x1_scale_dtype=x1_scale_dtype,
                x2_scale_dtype=x2_scale_dtype)
-    return mc2_v2.matmul_reduce_scatter_v2(
+    return matmul_comm.matmul_reduce_scatter_v2(
         self, x2, bias, x1_scale, x2_scale, quant_scale, group=hcom, reduce_op=reduce_op, is_trans_a=False,
         is_trans_b=False, comm_turn=comm_turn, rank_size=world_size, block_size=block_size, group_size=0,
         is_amax_out=amax_output, y_dtype=_v2_y_dtype(op, self, y_dtype))

@@ -24,7 +24,7 @@ default generator that follows torch's CPU default generator:
   A reseed followed by CPU draws before the next compiled run is not seen: the offset then keeps
   counting (the numbers still differ between runs and repeat under the same seed and call order).
 
-The GE random kernels (``interpreter/kernels/random.py``) turn ``(seed, offset)`` into numbers with
+The GE random kernels (``interpreter/kernels/random/random.py``) turn ``(seed, offset)`` into numbers with
 their ``stream(seed, offset)``: torch's CPU generator seeded with a 64-bit mix of the pair. Not Philox,
 so the numbers can never equal an NPU's or CPU eager's bit for bit; what holds is shape, dtype,
 value range, distribution, and determinism: the same seed and offset give the same numbers, a

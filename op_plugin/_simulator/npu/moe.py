@@ -2,7 +2,7 @@
 
 On an NPU these eager ops call the same CANN kernels their GE types run in graph mode (aclnnMoe*,
 aclnnGroupedMatmul), so each maps its torch_npu arguments onto the GE kernel's inputs and attrs
-(`interpreter/kernels/transformer/moe_routing.py`, `moe.py`; semantics and refusals documented
+(`interpreter/kernels/moe/routing.py`, `gmm/grouped_matmul.py`; semantics and refusals documented
 there and in docs/torch-npu-ops.md) and names the op in every refusal:
 
 * ``npu_moe_gating_top_k_softmax(x, finished, k)`` -> MoeGatingTopKSoftmax;
@@ -28,7 +28,8 @@ import torch
 
 from ..interpreter.errors import KernelError
 from .checks import named_refusals
-from ..interpreter.kernels.transformer import moe as gmm_kernels, moe_routing as routing
+from ..interpreter.kernels.gmm import grouped_matmul as gmm_kernels
+from ..interpreter.kernels.moe import routing
 
 
 

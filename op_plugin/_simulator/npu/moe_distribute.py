@@ -3,7 +3,7 @@ npu_moe_distribute_dispatch and npu_moe_distribute_combine.
 
 On an NPU these eager ops run the CANN kernels their GE types run in graph mode
 (aclnnMoeDistributeDispatch / aclnnMoeDistributeCombine), so each maps its torch_npu arguments onto
-the GE kernel (`interpreter/kernels/moe_distribute.py`: the semantics, the simulator's choice of
+the GE kernel (`interpreter/kernels/mc2/moe_distribute.py`: the semantics, the simulator's choice of
 the implementation-defined layouts, the refusals) and names the op in every refusal. `group_ep` is
 an HCCL communicator name on an NPU; on a CPU host pass ``hccl_comm_name(ep_group)``
 (`collective_matmul.py`). combine's `shared_expert_x` is refused: TorchAir's GE converter drops it,
@@ -13,7 +13,7 @@ schedule); their elastic scaling, special experts, shared_expert_x and dtype arg
 """
 from __future__ import annotations
 
-from ..interpreter.kernels import moe_distribute
+from ..interpreter.kernels.mc2 import moe_distribute
 from .checks import named_refusals
 
 

@@ -32,34 +32,45 @@ nothing is defined when ``torch_npu`` is importable or imported, or when a name 
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import pkgutil
 import sys
 import threading
+from pathlib import Path
 
 import torch
 
 from ..._base.handles import RegistrationHandle
-from . import attention as npu_ops_attention, reference as npu_ops_reference, wheel_meta as npu_ops_wheel
-from . import backward as npu_ops_backward, cache as npu_ops_cache, dense as npu_ops_dense, moe as npu_ops_moe
-from . import collective_matmul as npu_ops_collective_matmul, quant as npu_ops_quant
-from . import moe_distribute as npu_ops_moe_distribute, quant_lowbit as npu_ops_quant_lowbit
-from . import batch_norm_stats as npu_ops_batch_norm_stats, quant_scatter as npu_ops_quant_scatter
-from . import afd_scheduler as npu_ops_afd_scheduler
-from . import quant_mx as npu_ops_quant_mx
+from . import backward as npu_ops_backward, wheel_meta as npu_ops_wheel
 from .checks import naming_errors
 from ..._base import wheel as install  # where the unpacked wheel is, and whether it is complete
 
 NAMESPACE = "npu"
 
-# CPU reference kernels of torch_npu ops, one module per op family, each with a KERNELS dict
-# (op name -> kernel; "op" is its default overload, "op.overload" another: "npu_grouped_matmul.List",
-# as the wheel's schema list names it); every other op of the wheel's list is defined too, by schema and Meta.
-_KERNEL_MODULES = (npu_ops_reference, npu_ops_attention, npu_ops_cache, npu_ops_dense, npu_ops_moe, npu_ops_quant,
-                   npu_ops_backward, npu_ops_collective_matmul, npu_ops_moe_distribute, npu_ops_quant_lowbit)
-_KERNEL_MODULES += (npu_ops_batch_norm_stats, npu_ops_quant_scatter)
-_KERNEL_MODULES += (npu_ops_afd_scheduler,)
-_KERNEL_MODULES += (npu_ops_quant_mx,)
-CPU_KERNELS = {name: kernel for module in _KERNEL_MODULES for name, kernel in module.KERNELS.items()}
+def _family_modules() -> tuple:
+    """The op-family modules of this package: each module that defines ``KERNELS`` (op name -> eager
+    kernel; "op" is its default overload, "op.overload" another: "npu_grouped_matmul.List", as the
+    wheel's schema list names it), and optionally ``META`` (see below). Found, not listed: a new family
+    is a new module."""
+    package = __name__.rpartition(".")[0]
+    modules = [importlib.import_module(f"{package}.{info.name}")
+               for info in pkgutil.iter_modules([str(Path(__file__).parent)]) if info.name != "ops"]
+    return tuple(module for module in modules if isinstance(getattr(module, "KERNELS", None), dict))
+
+
+def _kernels_by_op(modules) -> dict:
+    kernels, owner = {}, {}
+    for module in modules:
+        for name, kernel in module.KERNELS.items():
+            if name in kernels and kernels[name] is not kernel:
+                raise ValueError(f"two eager kernels for npu op {name}: in {owner[name]} and {module.__name__}")
+            kernels[name], owner[name] = kernel, module.__name__
+    return kernels
+
+
+_KERNEL_MODULES = _family_modules()
+CPU_KERNELS = _kernels_by_op(_KERNEL_MODULES)
 # Meta functions of ops whose Meta torch_npu writes in C++ (the wheel's Python has none), where a family
 # module defines one (``META``); used only when the wheel has no Meta for the op.
 META_KERNELS = {name: fn for module in _KERNEL_MODULES for name, fn in getattr(module, "META", {}).items()}

@@ -2,7 +2,7 @@
 
 On an NPU both call aclnnInplaceQuantScatter(V2), the CANN kernel their GE type QuantUpdateScatter runs
 in graph mode, so each maps its arguments onto that GE kernel
-(``interpreter/kernels/index_quant_scatter.py``: semantics and refusals documented there and in
+(``interpreter/kernels/index/scatter.py``: semantics and refusals documented there and in
 docs/torch-npu-ops.md) and names the op in every refusal:
 
 * ``dst_type`` (torch's ScalarType number) must be self's dtype: None or 1 int8, 23 float8_e5m2, 24
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..interpreter.kernels import index_quant_scatter as kernels
+from ..interpreter.kernels.index import scatter as kernels
 from .checks import named_refusals, writable
 
 _DST = {None: torch.int8, 1: torch.int8, 23: torch.float8_e5m2, 24: torch.float8_e4m3fn}

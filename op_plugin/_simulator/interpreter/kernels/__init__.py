@@ -1,14 +1,18 @@
-"""CPU kernels of CANN's built-in GE op types, one module per CANN op class (forward and backward
-together, as CANN files them). Each is written from the op's CANN definition, not from op_plugin's
-reference kernels, so a YAML mapping onto a built-in type is checked against GE semantics.
-Importing this package imports every module in it (a new class is a new file), so their
-`@ge_kernel` decorators register.
+"""CPU kernels of CANN's built-in GE op types, filed as CANN files its ops: one subpackage per CANN op
+class (activation, attention, conv, ffn, foreach, gmm, hccl, image, index, loss, math, matmul, mc2,
+moe, norm, pooling, posembedding, quant, random, reduce, shape), one module per op family in it, an
+op's forward and backward side by side. Each kernel is written from the op's CANN definition, not from
+op_plugin's reference kernels, so a YAML mapping onto a built-in type is checked against GE semantics.
+Helpers shared across modules are in `common` and, for the low-bit storage formats (MX, int4, fp8),
+`formats`. Importing this package imports every module of every subpackage (a new family is a new
+file), so their `@ge_kernel` decorators register.
 """
 import importlib
 import pkgutil
 
-for _module in sorted(info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")):
-    importlib.import_module(f"{__name__}.{_module}")
+for _info in sorted(pkgutil.walk_packages(__path__, f"{__name__}."), key=lambda info: info.name):
+    if not _info.name.rsplit(".", 1)[-1].startswith("_"):
+        importlib.import_module(_info.name)
 
 from ..registry import (  # noqa: E402  (after the kernel modules have registered)
     builtin_entries, builtin_kernels, builtin_op_types, ge_kernel, lookup_kernel,

@@ -1,4 +1,4 @@
-"""Helpers shared by the GE kernels: output buffers, index inputs as ints, dtype checks.
+"""Helpers shared by the GE kernels: output buffers, index inputs as ints, dtype checks, int8 outputs.
 
 Kernels refuse what they do not implement with `refuse(message)` (from `..registry`); the executor
 names the node.
@@ -86,3 +86,17 @@ def attr_dtype(what: str, number) -> torch.dtype:
         return ge_dtype_to_torch(number, where=f"{what}: ")
     except ValueError as error:
         refuse(str(error))
+
+
+_GE_INT8 = 2
+
+
+def saturate_int8(values):
+    """Integer-valued float `values` saturated to [-128, 127] as int8 (the fused quant ops' int8 outputs)."""
+    return values.clamp(-128, 127).to(torch.int8)
+
+
+def require_int8(dst_type):
+    """Refuse a dst_type attr other than DT_INT8 (the fused quant ops simulate int8 outputs only)."""
+    if int(dst_type) != _GE_INT8:
+        refuse(f"dst_type={dst_type}: only DT_INT8 outputs are simulated (int4/fp8/hifloat8 are not)")

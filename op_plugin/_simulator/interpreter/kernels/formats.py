@@ -3,7 +3,8 @@ of elements, each element cast to fp4 (e2m1, e1m2) or fp8 (e4m3fn, e5m2).
 
 Sources: hicann ops-nn ``quant/dynamic_mx_quant`` (README, aclnnDynamicMxQuant.md: formulas, emax table,
 mxscale layout) and its arch35 kernels for what the docs leave implicit; torch's ``Float4_e2m1fn_x2.h``
-for the nibble order. Shared by the GE kernels (``quantize_mx*.py``) and the CPU reference kernels of
+for the nibble order. Shared by the GE kernels (``quant/mx_quant.py``, ``quant/swiglu_quant.py``,
+``norm/rms_norm_quant.py``) and the CPU reference kernels of
 torch_npu's ops (``npu/quant_mx.py``); it lives here because the interpreter may not import from ``npu``.
 
 * scale_alg 0 (OCP): ``e = max over the block of the biased float32 exponent of |x|`` (zero and subnormals
@@ -22,6 +23,13 @@ torch_npu's ops (``npu/quant_mx.py``); it lives here because the interpreter may
   no inf/NaN: rounded onto its grid with round_mode (rint half to even, round half away from zero, floor
   toward -inf), then saturated to +-max; the sign of a zero is kept (the kernels' -0 select).
 * blocks holding inf/NaN are refused: CANN writes the NaN scale 0xFF and leaves the elements undefined.
+
+Also the other low-bit storage helpers the kernels of several classes share: the MX argument checks and
+``mx_along`` (quant, norm), int4 as ``torch.int4`` with its Bitcast packing (``as_int4``, ``pack_int4``,
+``unpack_int4``: 8 per int32, element i in bits 4i..4i+3, as ops-nn's int4 goldens lay them out) and the fp8
+saturating round-half-even cast ``fp8_saturating_rint`` (the kernels' ``CastTrait{SatMode::SAT,
+RoundMode::CAST_RINT}``: a finite value beyond the format's largest, or +-inf, gives +-largest, NaN gives 0;
+computed by formula, ``rint(v / q) * q`` with ``q = 2^(max(e, emin) - mantissa bits)``).
 """
 from __future__ import annotations
 
@@ -231,3 +239,102 @@ def bitcast_fp4(x: torch.Tensor, dtype: torch.dtype, keep_dim: bool) -> torch.Te
     if not keep_dim:
         codes = codes.reshape(*x.shape, 2)
     return codes.contiguous().view(carrier)
+# GE dtype number -> (torch dtype, mantissa bits, smallest normal exponent, largest finite value)
+FP8 = {35: (torch.float8_e5m2, 2, -14, 57344.0), 36: (torch.float8_e4m3fn, 3, -6, 448.0)}
+
+
+def fp8_saturating_rint(values: torch.Tensor, number: int) -> torch.Tensor:
+    """float32 `values` cast to the fp8 format of GE dtype `number` (35 e5m2, 36 e4m3fn) with SAT + CAST_RINT."""
+    dtype, mantissa_bits, emin, largest = FP8[number]
+    wide = torch.nan_to_num(values.float(), nan=0.0).clamp(-largest, largest)   # +-inf clamp to +-largest
+    _, exponent = torch.frexp(wide)                  # wide = m * 2^exponent, 0.5 <= |m| < 1
+    step = torch.clamp(exponent - 1, min=emin) - mantissa_bits
+    quantum = ((step + 127) << 23).to(torch.int32).view(torch.float32)   # 2^step, built from its bits
+    return (torch.round(wide / quantum) * quantum).to(dtype)   # exact: the grid's points are fp8 values
+
+
+def as_int4(values: torch.Tensor) -> torch.Tensor:
+    """Integer values in [-8, 7] as a DT_INT4 tensor (torch.int4, one per byte)."""
+    return values.to(torch.int8).view(torch.int4)
+
+
+def pack_int4(x: torch.Tensor, dtype: torch.dtype, keep_dim: bool) -> torch.Tensor:
+    """Bitcast of DT_INT4 `x` to int32/int8/uint8: 2 per byte, element i of a group in bits 4i..4i+3."""
+    per = {torch.int32: 8, torch.int8: 2, torch.uint8: 2}.get(dtype)
+    if per is None:
+        refuse(f"a Bitcast of int4 to {dtype}: only int32, int8 and uint8 are simulated")
+    nibbles = x.view(torch.int8).to(torch.int64) & 0xF
+    if keep_dim:
+        if x.dim() == 0 or x.shape[-1] % per:
+            refuse(f"int4 x of shape {list(x.shape)} must end in a multiple of {per} to bitcast to {dtype}")
+        nibbles = nibbles.reshape(*x.shape[:-1], x.shape[-1] // per, per)
+    elif x.dim() == 0 or x.shape[-1] != per:
+        refuse(f"int4 x of shape {list(x.shape)} must end in a dim of {per} to bitcast to {dtype}")
+    packed = (nibbles << (4 * torch.arange(per))).sum(-1)
+    if dtype == torch.uint8:
+        return packed.to(torch.uint8)
+    bits = 4 * per
+    return torch.where(packed >= 2 ** (bits - 1), packed - 2 ** bits, packed).to(dtype)   # two's complement
+
+
+def unpack_int4(x: torch.Tensor, keep_dim: bool) -> torch.Tensor:
+    """Bitcast of int32/int8/uint8 `x` to DT_INT4: each element's nibbles from bit 0 up, sign-extended; a new
+    last dim of 8 (int32) or 2 (bytes), or with keep_dim the last dim times that."""
+    per = {torch.int32: 8, torch.int8: 2, torch.uint8: 2}.get(x.dtype)
+    if per is None:
+        refuse(f"a Bitcast of {x.dtype} to int4: only int32, int8 and uint8 are simulated")
+    if keep_dim and x.dim() == 0:
+        refuse("keep_dim cannot rescale the last dim of a 0-d tensor")
+    words = x.to(torch.int64) & (2 ** (4 * per) - 1)
+    nibbles = torch.stack([(words >> (4 * index)) & 0xF for index in range(per)], dim=-1)
+    values = torch.where(nibbles > 7, nibbles - 16, nibbles)
+    return as_int4(values.flatten(-2) if keep_dim else values)
+
+
+def check_modes(fmt, round_mode, scale_alg, dst_type_max=0.0, max_low_bound=0.0, scale_algs=(0, 1, 2),
+                alg2_simulated=False):
+    """The attr combinations CANN's MX quant docs and tiling checks allow, else a refusal naming the attr.
+    dst_type_max (0, or 6 to 12) takes effect with scale_alg 2 only, as in the kernels."""
+    check_round_mode(fmt, round_mode)
+    if scale_alg not in scale_algs:
+        refuse(f"scale_alg={scale_alg} is not one of {list(scale_algs)}")
+    if scale_alg == 1 and fmt.torch_dtype is None:
+        refuse("scale_alg=1 (cuBLAS scale) applies to fp8 outputs only")
+    if not (float(dst_type_max) == 0.0 or 6.0 <= float(dst_type_max) <= 12.0):
+        refuse(f"dst_type_max={dst_type_max} must be 0.0 or within [6.0, 12.0]")
+    if scale_alg == 2:
+        if not alg2_simulated:
+            refuse("scale_alg=2 (dynamic dtype range) is simulated for DynamicMxQuant and DynamicBlockMxQuant only")
+        if fmt is not E2M1:
+            refuse("scale_alg=2 applies to float4_e2m1 outputs only")
+        if float(dst_type_max) not in (0.0, 6.0, 7.0):
+            refuse(f"dst_type_max={dst_type_max} with scale_alg=2: only 0, 6 and 7 (the kernel's bf16 rounding) "
+                   "are simulated; other values take a cuBLAS-style path whose constants are not documented")
+    if float(max_low_bound) != 0.0 and scale_alg != 1:
+        refuse(f"max_low_bound={max_low_bound} is valid with scale_alg=1 only (must be 0.0 otherwise)")
+    if float(max_low_bound) < 0:
+        refuse(f"max_low_bound={max_low_bound} must be non-negative")
+
+
+def check_fp4_last_dim(x, fmt):
+    if fmt.torch_dtype is None and (x.dim() == 0 or x.shape[-1] % 2):
+        refuse(f"an fp4 output needs x's last dim even (two per byte); x has shape {list(x.shape)}")
+
+
+def mx_along(x, axis, block, fmt, round_mode, scale_alg=0, max_low_bound=0.0, dst_type_max=0.0):
+    """(elements, mxscale codes uint8 in CANN's layout) of x quantised along axis."""
+    result = quantize_blocks(x, axis, block, fmt, round_mode, scale_alg, max_low_bound, dst_type_max)
+    return element_output(result.values, fmt), scale_layout(result.codes, axis)
+
+
+def as_ge(elements, fmt):
+    """Elements as a GE output: fp8 as is, fp4 codes as the DT_FLOAT4_E2M1 carrier."""
+    if fmt.torch_dtype is not None:
+        return elements
+    if fmt is not E2M1:
+        refuse(f"{fmt.name} output: DT_FLOAT4_E1M2 has no torch dtype to carry it between GE nodes")
+    return elements.view(torch.float4_e2m1fn_x2)
+
+
+def as_e8m0(codes):
+    return codes.view(torch.float8_e8m0fnu)

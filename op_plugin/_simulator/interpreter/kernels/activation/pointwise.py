@@ -1,13 +1,14 @@
 """Activation GE ops (hicann ops-nn ``activation/``), forward and backward.
 
 Forward: Gelu (CANN's tanh form), GeluV2, Swish, LeakyRelu, Elu, LogSigmoid, PRelu (per-channel
-slope), HardSigmoid (alpha, beta), HardSwish, GLU (dim), SwiGlu (what TorchAir lowers torch_npu's
-npu_swiglu to); without attrs, Relu, Relu6, Sigmoid, FastGelu, Softplus, Mish; and ThresholdV2.
+slope), HardSigmoid (alpha, beta), HardSwish; without attrs, Relu, Relu6, Sigmoid, FastGelu,
+Softplus, Mish; and ThresholdV2.
 Backward: ReluGrad, ThresholdGradV2D, SigmoidGrad, TanhGrad, GeluGrad, GeluGradV2, SwishGrad,
 LeakyReluGrad, EluGradV2, HardtanhGrad, HardSigmoidGrad, HardSwishGrad, LogSigmoidGrad, PReluGrad,
-GLUGrad: formulas from CANN's operator definitions (REG_OP docs, ops-nn ``activation/*_grad``
+SoftplusV2Grad: formulas from CANN's operator definitions (REG_OP docs, ops-nn ``activation/*_grad``
 READMEs); TorchAir's converters are in ``ge_converter/aten/*_backward.py``.
-The softmax family, which CANN also files under ``activation/``, is in `activation_softmax.py`.
+The softmax family, which CANN also files under ``activation/``, is in `softmax.py`,
+the gated units (GLU, SwiGlu and their grads) in `swiglu.py`.
 
 Where the NPU computes differently from eager PyTorch, the kernel follows the NPU: `Gelu` is the
 tanh approximation (CANN's Gelu has no erf mode; TorchAir lowers `aten.gelu` with either
@@ -17,11 +18,9 @@ the aten op had. 16-bit float inputs are computed in float32 and rounded once, a
 from __future__ import annotations
 
 import math
-
 import torch
-
-from ..registry import ge_kernel, refuse
-from .common import opmath
+from ...registry import ge_kernel, refuse
+from ..common import opmath
 
 _F16_F32 = (torch.float16, torch.float32)
 _FLOATS = (torch.float16, torch.float32, torch.bfloat16)
@@ -89,26 +88,6 @@ def hard_sigmoid(input_x, *, alpha, beta):
 def hard_swish(x):
     """y = x * relu6(x + 3) / 6."""
     return x * torch.clamp(x + 3.0, 0.0, 6.0) / 6.0
-
-
-@ge_kernel("GLU", accepts={"x": (torch.float16, torch.bfloat16, torch.float32, torch.float64)}, widen=True)
-def glu(x, *, dim):
-    """Split x in two halves a, b along dim; y = a * sigmoid(b)."""
-    if x.dim() == 0 or not -x.dim() <= dim < x.dim():
-        refuse(f"dim {dim} is out of range for x of shape {tuple(x.shape)}")
-    if x.shape[dim] % 2:
-        refuse(f"dim {dim} of x {tuple(x.shape)} has odd size {x.shape[dim]}; GLU halves it")
-    first, second = x.chunk(2, dim=dim)
-    return first * torch.sigmoid(second)
-
-
-@ge_kernel("SwiGlu", accepts={"x": _FLOATS}, widen=True)
-def swi_glu(x, *, dim):
-    """CANN SwiGlu: x split in halves A, B along `dim`; y = A * sigmoid(A) * B (float32, rounded once)."""
-    if x.dim() == 0 or not -x.dim() <= dim < x.dim() or x.shape[dim] % 2:
-        refuse(f"dim {dim} of x with shape {tuple(x.shape)} must exist and have an even size")
-    a, b = x.chunk(2, dim=dim)
-    return a * torch.sigmoid(a) * b
 
 
 # ---- backward ---------------------------------------------------------------------------------------
@@ -280,23 +259,6 @@ def prelu_grad(grads, features, weights):
     dx = torch.where(features > 0, grads, grads * weights)
     da = torch.where(features > 0, torch.zeros_like(features), grads * features)
     return dx, da
-
-
-@ge_kernel("GLUGrad", one_dtype=("y_grad", "x"), accepts={"x": _FLOATS + (torch.float64,)}, widen=True)
-def glu_grad(y_grad, x, *, dim):
-    """x = [a, b] split in halves along dim, glu = a * sigmoid(b):
-    d a = y_grad * sigmoid(b), d b = y_grad * a * sigmoid(b) * (1 - sigmoid(b))."""
-    if x.dim() == 0:
-        refuse("x must have at least one dim")
-    if not -x.dim() <= dim < x.dim():
-        refuse(f"dim {dim} is out of range for x of rank {x.dim()}")
-    if x.shape[dim] % 2:
-        refuse(f"x dim {dim} has odd size {x.shape[dim]}; GLU halves it")
-    a, b = x.chunk(2, dim=dim)
-    if list(y_grad.shape) != list(a.shape):
-        refuse(f"y_grad shape {list(y_grad.shape)} must be x's with dim {dim} halved, {list(a.shape)}")
-    gate = torch.sigmoid(b)
-    return torch.cat([y_grad * gate, y_grad * a * gate * (1 - gate)], dim=dim)
 
 
 # ---- without attrs (Relu, Relu6, Sigmoid, FastGelu, Softplus, Mish) and ThresholdV2 ----------------

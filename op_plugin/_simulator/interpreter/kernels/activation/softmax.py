@@ -1,18 +1,23 @@
-"""Softmax GE ops, forward and backward: SoftmaxV2, LogSoftmaxV2, SoftmaxGrad, LogSoftmaxGrad.
+"""Softmax GE ops, forward and backward: SoftmaxV2, LogSoftmaxV2, SoftmaxGrad, LogSoftmaxGrad, and the fused
+MaskedSoftmaxWithRelPosBias.
 
 CANN files them under ops-nn ``activation/`` (``softmax_v2``, ``log_softmax_v2``, ``softmax_grad``,
-``log_softmax_grad``); they are a module of their own beside `activation.py` because they reduce
+``log_softmax_grad``); they are a module of their own beside `pointwise.py` because they reduce
 over axes where the other activations are elementwise. Formulas from the REG_OP docs and those
 READMEs; TorchAir's converters are ``ge_converter/aten/_softmax*.py`` and ``_log_softmax*.py``.
 
 Statistics of 16-bit float inputs are computed in float32 and rounded once, as the NPU kernels do.
+
+* MaskedSoftmaxWithRelPosBias (ops-nn ``norm/masked_softmax_with_rel_pos_bias`` README): y = softmax(scale_value
+  · x + atten_mask + relative_pos_bias) over the last dim, in float32, rounded once; x (B*W, N, S1, S2) or (B, W,
+  N, S1, S2), atten_mask (W, S1, S2) in any of the README's 3/4/5-D forms, relative_pos_bias (N, S1, S2) likewise.
+  inner_precision_mode is an NPU precision choice the README does not describe: the CPU computes in float32.
 """
 from __future__ import annotations
 
 import torch
-
-from ..registry import ge_kernel, refuse
-from .common import opmath
+from ...registry import ge_kernel, refuse
+from ..common import opmath
 
 _FLOATS = (torch.float16, torch.float32, torch.bfloat16)
 
@@ -67,3 +72,30 @@ def log_softmax_grad(grad, x, *, axis):
     dims = _axes(axis, x.dim())
     total = grad if x.dim() == 0 else grad.sum(dim=dims, keepdim=True)
     return grad - torch.exp(x) * total
+_WINDOW_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def windows_softmax(x, atten_mask, relative_pos_bias, scale_value):
+    """The README's formula over x viewed as (B, W, N, S1, S2); None when a shape is not one the README lists."""
+    *_, n, s1, s2 = x.shape
+    if x.dim() not in (4, 5) or relative_pos_bias.numel() != n * s1 * s2:
+        return None
+    windows = 1 if atten_mask is None else atten_mask.numel() // (s1 * s2)
+    if atten_mask is not None and (atten_mask.numel() != windows * s1 * s2 or x.numel() % (windows * n * s1 * s2)):
+        return None
+    wide = x.float().reshape(-1, windows, n, s1, s2) * scale_value
+    if atten_mask is not None:
+        wide = wide + atten_mask.float().reshape(1, windows, 1, s1, s2)
+    wide = wide + relative_pos_bias.float().reshape(1, 1, n, s1, s2)
+    return torch.softmax(wide, dim=-1).reshape(x.shape).to(x.dtype)
+
+
+@ge_kernel("MaskedSoftmaxWithRelPosBias", accepts={"x": _WINDOW_FLOATS, "atten_mask": _WINDOW_FLOATS,
+                                                   "relative_pos_bias": _WINDOW_FLOATS})
+def masked_softmax_with_rel_pos_bias(x, atten_mask, relative_pos_bias, *, scale_value, inner_precision_mode):
+    y = windows_softmax(x, atten_mask, relative_pos_bias, scale_value)
+    if y is None:
+        refuse(f"x {list(x.shape)}, atten_mask {None if atten_mask is None else list(atten_mask.shape)}, "
+               f"relative_pos_bias {list(relative_pos_bias.shape)} are not the README's (B*W or B, W, N, S1, S2), "
+               "(W, S1, S2), (N, S1, S2) forms")
+    return y

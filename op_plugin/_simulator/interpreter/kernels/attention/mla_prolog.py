@@ -26,7 +26,6 @@ is not documented).
 from __future__ import annotations
 
 import torch
-
 from ...registry import ge_kernel, refuse
 from ..common import opmath
 

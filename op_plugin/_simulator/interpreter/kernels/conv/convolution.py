@@ -1,6 +1,6 @@
 """Convolution GE ops, forward and backward (CANN files them together in ops-nn ``conv/``): Conv2D,
 Conv3D, Conv2DTranspose, Conv3DTranspose, Conv2DBackpropInput/Filter, Conv3DBackpropInput/Filter.
-Pooling is in pooling.py.
+Pooling is in ``pooling/``.
 
 Written from the ops' CANN prototypes (``REG_OP`` in TorchAir's ``auto_generated_ge_raw_ops.py``)
 and from what TorchAir's aten converters put in the attrs (``ge_converter/aten/convolution.py``,
@@ -15,14 +15,12 @@ groups, data_format) are all read by the forward they define.
 16-bit float inputs are computed in float32 and rounded once, as the cube/vector units do.
 Attr values the simulator does not implement are refused, never computed as something else.
 """
-
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-from ..registry import ge_kernel, refuse
-from .common import input_layout, int_list, opmath
+from ...registry import ge_kernel, refuse
+from ..common import input_layout, int_list, opmath
 
 _FLOATS = (torch.float16, torch.float32, torch.bfloat16)
 # The prototypes list float16 (and int8 with quantisation) only; TorchAir emits these ops for float32

@@ -12,9 +12,7 @@ quantised and pseudo-quantised input, output_dtype.
 from __future__ import annotations
 
 import math
-
 import torch
-
 from ...registry import ge_kernel, refuse
 
 _HALF = (torch.float16, torch.bfloat16)

@@ -32,13 +32,11 @@ their nodes (the binder reads the input descs' names, so it must name what Torch
 from __future__ import annotations
 
 import dataclasses
-
 import torch
-
-from ...._ge.builtin_prototypes import builtin_prototype
-from ...._ge.ir import InputKind
-from ..registry import ge_kernel, refuse
-from .common import opmath, require_dtype
+from ....._ge.builtin_prototypes import builtin_prototype
+from ....._ge.ir import InputKind
+from ...registry import ge_kernel, refuse
+from ..common import opmath, require_dtype
 
 # The REG_OP dtype lists, each with bfloat16 added: TorchAir's own declared cases for these
 # converters feed bf16 tensors (and lists mixing float32, float16 and bf16, each entry computed and

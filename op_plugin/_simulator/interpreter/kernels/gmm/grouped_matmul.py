@@ -22,7 +22,6 @@ prototype's dtype table).
 from __future__ import annotations
 
 import torch
-
 from ...registry import ge_kernel, refuse
 from ..common import opmath, require_dtype
 

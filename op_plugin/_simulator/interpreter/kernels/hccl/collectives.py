@@ -28,13 +28,11 @@ computes it; HCCL's reduction order for fp16/bf16 on NPUs is not reproduced (doc
 from __future__ import annotations
 
 import math
-
 import torch
 from torch.distributed import distributed_c10d as c10d
-
-from ...._ge.values import ge_dtype_to_torch
-from ..collectives import process_group, timeout
-from ..registry import ge_kernel, refuse
+from ....._ge.values import ge_dtype_to_torch
+from ...collectives import process_group, timeout
+from ...registry import ge_kernel, refuse
 
 _FUSION = {"fusion": "fuses several collectives into one buffer: a schedule, not a value",
            "fusion_id": "names the fusion bucket: a schedule, not a value"}

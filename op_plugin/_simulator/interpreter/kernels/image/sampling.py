@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-from ..registry import ge_kernel, refuse
-from .common import input_layout, int_list, opmath
+from ...registry import ge_kernel, refuse
+from ..common import input_layout, int_list, opmath
 
 # ---- nearest-neighbour resize --------------------------------------------------------------------
 

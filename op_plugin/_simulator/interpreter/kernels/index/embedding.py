@@ -10,8 +10,7 @@ and rounded once.
 from __future__ import annotations
 
 import torch
-
-from ..registry import ge_kernel, refuse
+from ...registry import ge_kernel, refuse
 
 
 @ge_kernel("EmbeddingDenseGrad", accepts={"grad": (torch.float32, torch.float16, torch.bfloat16),

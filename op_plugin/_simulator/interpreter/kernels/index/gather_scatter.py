@@ -15,9 +15,8 @@ AI-core exception), never a silent wrap or clamp.
 from __future__ import annotations
 
 import torch
-
-from ..registry import ge_kernel, refuse
-from .common import int_list, opmath, require_dtype
+from ...registry import ge_kernel, refuse
+from ..common import int_list, opmath, require_dtype
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 

@@ -8,8 +8,7 @@ converters are ``ge_converter/aten/mse_loss*.py`` and ``nll_loss*.py``.
 from __future__ import annotations
 
 import torch
-
-from ..registry import ge_kernel, refuse
+from ...registry import ge_kernel, refuse
 
 _REDUCTIONS = ("none", "mean", "sum")
 _F16_F32 = (torch.float16, torch.float32)

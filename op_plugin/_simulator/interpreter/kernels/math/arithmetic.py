@@ -4,8 +4,8 @@ Minimum, Pow, SquaredDifference and Atan2; AddN; the scalar forms Muls, Adds, Ax
 ternary ops Addcdiv, Addcmul, AxpyV2 and Lerp (a tensor combined with tensor or scalar operands).
 
 The other math ops are split by sub-concept so no module grows past ~400 lines: comparison, logic
-and bitwise ops in `math_compare`, unary math (Log/Exp with their attrs, trigonometric, rounding,
-Cast, NanToNum) in `math_unary`, complex numbers and Fourier transforms in `math_complex`.
+and bitwise ops in `compare`, unary math (Log/Exp with their attrs, trigonometric, rounding,
+Cast, NanToNum) in `unary`, complex numbers and Fourier transforms in `complex`.
 
 Each kernel follows the op's CANN prototype (`REG_OP`; TorchAir's
 `_ge_concrete_graph/auto_generated_ge_raw_ops.py` lists them). GE does not promote: the tensor
@@ -17,9 +17,8 @@ converted, not checked equal.
 from __future__ import annotations
 
 import torch
-
-from .common import binary_kernel
-from ..registry import ge_kernel, refuse
+from ..common import binary_kernel
+from ...registry import ge_kernel, refuse
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 

@@ -1,18 +1,16 @@
 """CANN's math ops (hicann ops-math `math/`), comparison, logic and bitwise: Equal, NotEqual, Less,
 LessEqual, Greater, GreaterEqual, LogicalAnd, LogicalOr, LogicalNot, BitwiseAnd, BitwiseOr,
-BitwiseXor, Invert, RightShift, the float tests IsFinite, IsNan, IsInf, and Select / SelectV2.
+BitwiseXor, Invert, RightShift, the float tests IsFinite, IsNan, IsInf (Select / SelectV2 are in `select.py`).
 
-Kept apart from the arithmetic in `math` so neither module grows past ~400 lines: these ops produce
+Kept apart from the arithmetic (`arithmetic.py`): these ops produce
 bools or bit patterns, never rounded numbers. Each follows its CANN prototype (TorchAir's
 `_ge_concrete_graph/auto_generated_ge_raw_ops.py`); binary ops broadcast and do not promote.
 """
 from __future__ import annotations
 
-
 import torch
-
-from .common import binary_kernel
-from ..registry import ge_kernel
+from ..common import binary_kernel
+from ...registry import ge_kernel
 
 _INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32,
              torch.uint64)
@@ -68,24 +66,3 @@ for _op_type, (_name, _fn) in _UNARY.items():
 def invert(x):
     """Bitwise NOT of an integer tensor (bool is LogicalNot's, TorchAir lowers it there)."""
     return torch.bitwise_not(x)
-
-
-# ---- selection -------------------------------------------------------------------------------
-
-
-@ge_kernel("Select", one_dtype=("x1", "x2"))
-def select(condition, x1, x2):
-    """y = x1 where condition, else x2 (broadcasting).
-
-    TF/GE Select: a 1-D condition picks whole rows along the first dimension."""
-    condition = condition.bool()
-    if condition.dim() == 1 and x1.dim() > 1:
-        condition = condition.reshape([-1] + [1] * (x1.dim() - 1))
-    return torch.where(condition, x1, x2)
-
-
-@ge_kernel("SelectV2", one_dtype=("then", "else_"))
-def select_v2(condition, then, else_):
-    """result = then where condition, else `else` (broadcasting; a 1-D condition is not special).
-    `else_` is GE's input `else`, a Python keyword (the binder reads a trailing `_` so)."""
-    return torch.where(condition.bool(), then, else_)

@@ -11,9 +11,8 @@ torch.fft.ifft differs from eager (a TorchAir limitation, not the kernel's).
 from __future__ import annotations
 
 import torch
-
-from ..registry import ge_kernel, refuse
-from .common import attr_dtype, fresh
+from ...registry import ge_kernel, refuse
+from ..common import attr_dtype, fresh
 
 _COMPLEX = (torch.complex64, torch.complex128)
 _REAL = (torch.float32, torch.float64)

@@ -13,11 +13,10 @@ REG_OP names, which also adds ``indices_dtype`` (int32 or int64 indices).
 from __future__ import annotations
 
 import torch
-
-from ...._ge.reg_op import parse_reg_ops
-from ...._ge.values import TORCH_TO_GE, ge_dtype_to_torch
-from ..registry import ge_kernel, refuse
-from .common import int_list
+from ....._ge.reg_op import parse_reg_ops
+from ....._ge.values import TORCH_TO_GE, ge_dtype_to_torch
+from ...registry import ge_kernel, refuse
+from ..common import int_list
 
 _SORT_DTYPES = (torch.float16, torch.float32, torch.int16, torch.int8, torch.uint8, torch.int32, torch.int64)
 _REAL_NUMBERS = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,

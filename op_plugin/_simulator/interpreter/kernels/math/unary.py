@@ -15,11 +15,9 @@ in ops-math's experimental `math/erf_inv`, and is math.)
 from __future__ import annotations
 
 import math
-
 import torch
-
-from ..registry import ge_kernel, refuse
-from .common import attr_dtype, opmath, require_dtype
+from ...registry import ge_kernel, refuse
+from ..common import attr_dtype, opmath, require_dtype
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _COMPLEX = (torch.complex64, torch.complex128)

@@ -26,11 +26,10 @@ expert_scales (the A2 layout of expand_scales) and combine's reserved inputs, gl
 from __future__ import annotations
 
 import torch
-
-from ...._ge.values import ge_dtype_to_torch
-from ..collectives import process_group
-from ..registry import ge_kernel, refuse
-from .hccl import hcom_all_to_all, hcom_all_to_all_v
+from ....._ge.values import ge_dtype_to_torch
+from ...collectives import process_group
+from ...registry import ge_kernel, refuse
+from ..hccl.collectives import hcom_all_to_all, hcom_all_to_all_v
 
 _HALF = (torch.float16, torch.bfloat16)
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
 from ....._ge.reg_op import parse_reg_ops
 from ...registry import ge_kernel, refuse
 from ..common import require_dtype

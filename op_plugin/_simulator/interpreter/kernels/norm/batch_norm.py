@@ -2,7 +2,8 @@
 BatchNormV3, BNTrainingUpdateGrad, BN3DTrainingUpdateGrad, BNTrainingReduceGrad, BNInferGrad,
 BatchNormGradV3, SyncBatchNormBackwardReduce, SyncBatchNormBackwardElemt, SyncBatchNormGatherStats.
 
-A module of their own beside `norm.py` (CANN files both under ``norm/``): their statistics run
+A module of their own beside `layer_norm.py`, `rms_norm.py`, `group_norm.py` (CANN files both under ``norm/``):
+their statistics run
 across the batch, per channel, and they find the channel axis in x's GE layout (NCHW/NCDHW: axis 1;
 NHWC/NDHWC: the last one), which the per-sample norms never read.
 
@@ -24,9 +25,8 @@ Statistics of 16-bit inputs are computed in float32 and rounded once, as the NPU
 from __future__ import annotations
 
 import torch
-
-from ..registry import ge_kernel, refuse
-from .common import input_layout, opmath, require_dtype
+from ...registry import ge_kernel, refuse
+from ..common import input_layout, opmath, require_dtype
 
 _FLOATS = (torch.float16, torch.float32, torch.bfloat16)
 _F16_F32 = (torch.float16, torch.float32)

@@ -1,4 +1,11 @@
-"""RmsNormGrad (CANN ops-nn ``norm/rms_norm_grad``): the gradient of RmsNorm, what TorchAir lowers
+"""RMS normalisation GE ops (hicann ops-nn ``norm/``), forward and backward: RmsNorm, AddRmsNorm (what the
+shipped YAML op npu_custom_add_rms_norm maps onto; TorchAir's converter is ``custom/npu_add_rms_norm.py``),
+AddRmsNormCast, RmsNormGrad and RmsNormGradQuant. Statistics of 16-bit float inputs are computed in float32.
+
+* AddRmsNormCast (ops-nn ``norm/add_rms_norm_cast``, aclnnAddRmsNormCast): AddRmsNorm's outputs, with
+  y1 = float32(y2) the widening of the rounded y2 (the doc's ``y1Out = float(y2Out)``).
+
+RmsNormGrad (CANN ops-nn ``norm/rms_norm_grad``): the gradient of RmsNorm, what TorchAir lowers
 torch_npu's npu_rms_norm_backward to; and RmsNormGradQuant (``norm/rms_norm_grad_quant``), the same
 gradient with dx quantised, what TorchAir lowers ``_npu_rms_norm_backward_quant`` to.
 
@@ -16,9 +23,40 @@ documents); a hifloat8 dx (dst_type DT_HIFLOAT8) has no CPU dtype: refused.
 from __future__ import annotations
 
 import torch
+from ...registry import ge_kernel, refuse
+from ..common import opmath
+from ..common import attr_dtype
 
-from ..registry import ge_kernel, refuse
-from .common import attr_dtype, opmath
+
+# ---- rms norm -------------------------------------------------------------------------------------
+
+@ge_kernel("RmsNorm")
+def rms_norm(x, gamma, *, epsilon):
+    """y = x * rstd * gamma, rstd = rsqrt(mean(x^2) + epsilon) over gamma's trailing dims of x;
+    rstd is float32 whatever x is (so the output dtypes are explicit, not the decorator's widening)."""
+    dims = list(range(x.dim() - gamma.dim(), x.dim()))
+    wide = opmath(x)
+    rstd = torch.rsqrt(wide.pow(2).mean(dim=dims, keepdim=True) + epsilon)
+    return (wide * rstd * opmath(gamma)).to(x.dtype), rstd.float()
+
+
+@ge_kernel("AddRmsNorm")
+def add_rms_norm(x1, x2, gamma, *, epsilon):
+    """y = rmsnorm(x1 + x2) * gamma, rstd (float32), x = x1 + x2 (in the input dtype)."""
+    x = (opmath(x1) + opmath(x2)).to(x1.dtype)
+    y, rstd = rms_norm(x, gamma, epsilon=epsilon)   # the RmsNorm kernel on the sum
+    return y, rstd, x
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+@ge_kernel("AddRmsNormCast", accepts={"x1": _HALF, "x2": _HALF, "gamma": _HALF})
+def add_rms_norm_cast(x1, x2, gamma, *, epsilon):
+    """AddRmsNorm, plus y1 = float32(y2)."""
+    if x2.shape != x1.shape:
+        refuse(f"x2 {list(x2.shape)} must have x1's shape {list(x1.shape)}")
+    y, rstd, x = add_rms_norm(x1, x2, gamma, epsilon=epsilon)
+    return y.float(), y, rstd, x
 
 _FLOATS = (torch.float16, torch.float32, torch.bfloat16)
 _INT8_RANGE = (-128, 127)

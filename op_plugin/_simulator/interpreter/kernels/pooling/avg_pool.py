@@ -1,6 +1,6 @@
 """Average pooling GE ops, forward and backward (CANN files them together in ops-nn ``pooling/``):
 AvgPoolV2, AvgPoolV2Grad, AdaptiveAvgPool2d, AdaptiveAvgPool2dGrad. Max pooling with argmax is in
-pooling_max.py (split by sub-concept: the argmax layouts the max pair shares are its own topic).
+max_pool.py (split by sub-concept: the argmax layouts the max pair shares are its own topic).
 
 Written from the ops' CANN prototypes (``REG_OP`` in TorchAir's ``auto_generated_ge_raw_ops.py``) and
 what TorchAir's converters put in the attrs (``ge_converter/aten/avg_pool2d.py``,
@@ -13,12 +13,10 @@ implement are refused, never computed as something else.
 from __future__ import annotations
 
 import math
-
 import torch
 import torch.nn.functional as F
-
-from ..registry import ge_kernel, refuse
-from .common import input_layout, int_list, opmath
+from ...registry import ge_kernel, refuse
+from ..common import input_layout, int_list, opmath
 
 # ---- average pooling --------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Max pooling GE ops with argmax, forward and backward (CANN files them together in ops-nn
 ``pooling/``): MaxPoolWithArgmaxV1, MaxPoolWithArgmaxV3, MaxPool3DWithArgmaxV2,
-MaxPoolGradWithArgmaxV1, MaxPoolGradWithArgmaxV3. Average pooling is in pooling.py; this module is
+MaxPoolGradWithArgmaxV1, MaxPoolGradWithArgmaxV3. Average pooling is in avg_pool.py; this module is
 split from it by sub-concept: each backward here reads the argmax layout its forward writes.
 
 Written from the ops' CANN prototypes (``REG_OP`` in TorchAir's ``auto_generated_ge_raw_ops.py``), the
@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-from ..registry import ge_kernel, refuse
-from .common import input_layout, opmath
+from ...registry import ge_kernel, refuse
+from ..common import input_layout, opmath
 
 _ARGMAX_DTYPES = {3: torch.int32, 9: torch.int64}  # GE enum: DT_INT32, DT_INT64
 _MAX_POOL_DTYPES = (torch.float16, torch.float32, torch.bfloat16)

@@ -1,5 +1,5 @@
-"""Quantisation GE ops (CANN ops-nn ``quant/`` and ``matmul/``): DynamicQuant, DynamicQuantV2,
-AscendQuantV2, Quantize, QuantBatchMatmulV3, WeightQuantBatchMatmulV2.
+"""Quantisation GE ops (CANN ops-nn ``quant/``): DynamicQuant, DynamicQuantV2, AscendQuantV2, Quantize, the
+dequantisation AscendAntiQuantV2 and TransQuantParamV2.
 
 Written from the ops' CANN definitions (ops-nn READMEs, the A2/A3 kernels' arithmetic), not from
 op_plugin's torch_npu reference kernels, so a compiled graph is checked against CANN's semantics:
@@ -9,33 +9,32 @@ op_plugin's torch_npu reference kernels, so a compiled graph is checked against 
   saturates to the output dtype;
 * DynamicQuant multiplies by ``127 / rowmax|x|`` (it does not divide by the scale); its asymmetric
   variant floors the scale at 1e-12, as the kernels' ``GetScaleAndOffset`` does;
-* QuantBatchMatmulV3 accumulates int8 x int8 in int32 exactly, then applies the README's order of
-  bias, scale and per-token scale in float32 and rounds once to the output dtype; an int64 scale is
-  the FP19 TransQuantParam packs (top 19 bits of the float32), CANN's dtype combinations are enforced.
+* AscendAntiQuantV2 (ops-nn ``quant/ascend_anti_quant_v2`` aclnn doc): y = dst_type((x + offset) · scale),
+  · scale twice with sqrt_mode, in float32; int8, int4 and fp8 x (hifloat8 x is refused).
+* TransQuantParamV2 (ops-nn ``quant/trans_quant_param_v2`` README): y = (bits(scale) & 0xFFFFE000) | 1 << 46,
+  the offset's 9 bits (rounded, clamped to [-256, 255]) at bits 37-45; round_mode 1 and offsets at .5 refused
+  (the README gives neither rounding bit-exactly).
 
 DynamicQuant(V2) also write DT_INT4 (7 / 15 / 7 for 127 / 255 / 127; TorchAir packs it 8 per int32); other
-outputs CANN defines in int4, fp8, hifloat8 or MX formats, int8/int32 matmul outputs (rounded in the
-cube's fixpipe, undocumented) and rows of zeros in symmetric DynamicQuant (127 / 0) are refused.
-DynamicQuantV2 and WeightQuantBatchMatmulV2 take their prototypes from ops-nn's ``op_graph``
-``*_proto.h``: the pinned TorchAir's docstrings drop DynamicQuantV2's last three attrs and misspell
-two of WeightQuantBatchMatmulV2's (``ATRR``).
+outputs CANN defines in int4, fp8, hifloat8 or MX formats and rows of zeros in symmetric DynamicQuant (127 / 0)
+are refused. DynamicQuantV2 takes its prototype from ops-nn's ``op_graph`` ``*_proto.h``: the pinned TorchAir's
+docstring drops its last three attrs.
 """
 from __future__ import annotations
 
 import torch
 
-from ...._ge.reg_op import parse_reg_ops
-from ..registry import ge_kernel, refuse
-from .common import attr_dtype
-from .quantize_lowbit import as_int4
+from ....._ge.reg_op import parse_reg_ops
+from ...registry import ge_kernel, refuse
+from ..common import attr_dtype
+from ..formats import as_int4
 
 _HALF = (torch.float16, torch.bfloat16)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 _RANGES = {torch.int8: (-128, 127), torch.uint8: (0, 255), torch.int32: (-2**31, 2**31 - 1)}
 _GE_INT8, _GE_INT4 = 2, 29
 
-# ops-nn quant/dynamic_quant_v2/op_graph/dynamic_quant_v2_proto.h and
-# matmul/weight_quant_batch_matmul_v2/op_graph/weight_quant_batch_matmul_v2_proto.h, as CANN writes them.
+# ops-nn quant/dynamic_quant_v2/op_graph/dynamic_quant_v2_proto.h, as CANN writes it.
 _PROTOTYPES = parse_reg_ops('''
 """REG_OP(DynamicQuantV2)
     .INPUT(x, TensorType({DT_FLOAT16, DT_BF16}))
@@ -50,24 +49,7 @@ _PROTOTYPES = parse_reg_ops('''
     .ATTR(dst_type_max, Float, 0.0)
     .OP_END_FACTORY_REG(DynamicQuantV2)
 """
-"""REG_OP(WeightQuantBatchMatmulV2)
-    .INPUT(x, TensorType({DT_FLOAT16, DT_BF16}))
-    .INPUT(weight, TensorType({DT_INT8, DT_INT4, DT_INT32, DT_FLOAT8_E4M3FN, DT_HIFLOAT8, DT_FLOAT4_E2M1}))
-    .INPUT(antiquant_scale, TensorType({DT_FLOAT16, DT_BF16, DT_UINT64, DT_INT64, DT_FLOAT8_E8M0}))
-    .OPTIONAL_INPUT(antiquant_offset, TensorType({DT_FLOAT16, DT_BF16, DT_INT32}))
-    .OPTIONAL_INPUT(quant_scale, TensorType({DT_FLOAT, DT_UINT64}))
-    .OPTIONAL_INPUT(quant_offset, TensorType({DT_FLOAT}))
-    .OPTIONAL_INPUT(bias, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
-    .OUTPUT(y, TensorType({DT_FLOAT16, DT_BF16, DT_INT8}))
-    .ATTR(transpose_x, Bool, false)
-    .ATTR(transpose_weight, Bool, false)
-    .ATTR(antiquant_group_size, Int, 0)
-    .ATTR(dtype, Int, -1)
-    .ATTR(inner_precise, Int, 0)
-    .OP_END_FACTORY_REG(WeightQuantBatchMatmulV2)
-"""
 ''', {"DT_INT8": _GE_INT8})
-_INNER_PRECISE = "chooses the NPU's high-precision or high-performance kernel; the CPU computes in float32 either way"
 
 
 def _to_int(values, dtype):
@@ -92,7 +74,7 @@ def _smoothed(x, smooth_scales, group_index):
 
 
 # DT_INT8 / DT_INT4 -> the A2/A3 kernels' constants (dynamic_quant_base.h): symmetric C, asymmetric range R and
-# offset O; int4 results are DT_INT4 tensors (torch.int4, one per byte: kernels/quantize_lowbit.py)
+# offset O; int4 results are DT_INT4 tensors (torch.int4, one per byte: kernels/formats.py)
 _DYNAMIC_OUT = {_GE_INT8: (127.0, 255.0, 127.0), _GE_INT4: (7.0, 15.0, 7.0)}
 
 
@@ -204,92 +186,40 @@ def quantize(x, scales, zero_points, *, dtype, axis):
     if zero_points is not None:
         result = result + zero_points.float()
     return _to_int(torch.round(result), _QUANTIZE_OUT[dtype])
+_ANTI_QUANT_X = (torch.int8, torch.int4, torch.float8_e5m2, torch.float8_e4m3fn)
 
 
-def _scale(scale, out, pertoken_scale, bias, offset):
-    """The scale as float32, for CANN's A2/A3 combinations (ops-nn aclnnQuantMatmulV4.md): float16 output
-    with an int64/uint64 scale and no pertoken_scale reads its FP19 (bits 13-31, as TransQuantParam packs
-    it; bit 46 is its flag), or a float32 scale with pertoken_scale; bfloat16 output a float32/bfloat16 scale."""
-    if offset is not None:
-        refuse("offset goes with int8 outputs only (not simulated)")
-    if bias is not None and bias.dtype not in (torch.int32, torch.float32, out):
-        refuse(f"a {bias.dtype} bias with {out} output is not one of CANN's combinations")
-    if scale.dtype in (torch.int64, torch.uint64):
-        bits = scale.to(torch.int64) if scale.dtype != torch.int64 else scale
-        if out != torch.float16 or pertoken_scale is not None or (bias is not None and bias.dtype != torch.int32):
-            refuse("an int64/uint64 scale goes with float16 output, no pertoken_scale and an int32 bias or none")
-        if bool(((bits & ~(0xFFFFFFFF | (1 << 46))) != 0).any()):
-            refuse("an int64 scale with offset bits (37-45): an int8 requantisation, not simulated")
-        return (bits & 0xFFFFE000).to(torch.int32).view(torch.float32)
-    if out == torch.float16 and (scale.dtype != torch.float32 or pertoken_scale is None):
-        refuse("float16 output takes an int64 scale (npu_trans_quant_param), or a float32 scale with pertoken_scale: "
-               "a float scale without pertoken_scale is not a graph-mode combination (torch_npu's docs)")
-    return scale.float()
+@ge_kernel("AscendAntiQuantV2", accepts={"scale": (torch.float32, torch.bfloat16),
+                                         "offset": (torch.float32, torch.bfloat16)})
+def ascend_anti_quant_v2(x, scale, offset, *, dst_type, sqrt_mode):
+    """y = dst_type((x + offset) * scale) (* scale again with sqrt_mode), computed in float32; x int8, int4
+    (DT_INT4, unpacked by TorchAir's Bitcast) or fp8 (exact in float32)."""
+    if x.dtype not in _ANTI_QUANT_X:
+        refuse(f"x of dtype {x.dtype}: int8, int4, float8_e5m2 and float8_e4m3fn are simulated (hifloat8 is not)")
+    if x.dtype == torch.int4:
+        x = x.view(torch.int8)   # one int4 value per byte
+    out_dtype = attr_dtype("dst_type", dst_type)
+    if out_dtype not in _HALF:
+        refuse(f"dst_type={dst_type} ({out_dtype}): CANN writes float16 (1) or bfloat16 (27) only")
+    width = x.shape[-1] if x.dim() else 1
+    for what, tensor in (("scale", scale), ("offset", offset)):
+        if tensor is not None and (tensor.dim() != 1 or tensor.numel() not in (1, width)):
+            refuse(f"{what} of shape {tuple(tensor.shape)}: must be 1-D with 1 or x's last-axis size {width} elements")
+    value = x.float() if offset is None else x.float() + offset.float()
+    value = value * scale.float()
+    return (value * scale.float() if sqrt_mode else value).to(out_dtype)
 
 
-@ge_kernel("QuantBatchMatmulV3",
-           accepts={"x1": (torch.int8,), "x2": (torch.int8,), "pertoken_scale": (torch.float32,)})
-def quant_batch_matmul_v3(x1, x2, scale, offset, bias, pertoken_scale, *, dtype, transpose_x1, transpose_x2):
-    """ops-nn QuantBatchMatmulV3 README (A2/A3): acc = x1 @ x2 in int32 (+ int32 bias);
-    out = acc * scale [* pertoken_scale] (+ float bias), rounded once to float16/bfloat16 (scales: _scale)."""
-    out = attr_dtype("dtype", dtype)
-    if out not in _HALF:
-        refuse(f"output dtype {out}: only float16/bfloat16 are simulated (int8 requantisation and int32 outputs "
-               "are done in the cube's fixpipe, whose rounding CANN does not document)")
-    a = x1.transpose(-1, -2) if transpose_x1 else x1
-    b = x2.transpose(-1, -2) if transpose_x2 else x2
-    if a.shape[-1] != b.shape[-2]:
-        refuse(f"x1 {list(a.shape)} and x2 {list(b.shape)} do not multiply")
-    acc = torch.matmul(a.to(torch.int64), b.to(torch.int64))
-    int_bias = bias is not None and bias.dtype == torch.int32
-    if int_bias:
-        acc = acc + bias.to(torch.int64)
-    if bool((acc.abs() > 2**31 - 1).any()):
-        refuse("the int32 accumulator overflows")
-    result = acc.to(torch.float32) * _scale(scale, out, pertoken_scale, bias, offset)
-    if pertoken_scale is not None:
-        result = result * pertoken_scale.float().unsqueeze(-1)
-    if bias is not None and not int_bias:
-        result = result + bias.float()
-    return result.to(out)
-
-
-@ge_kernel("WeightQuantBatchMatmulV2", prototype=_PROTOTYPES["WeightQuantBatchMatmulV2"],
-           accepts={"x": _HALF, "weight": (torch.int8,), "antiquant_offset": _HALF + (torch.int32,)},
-           layout_only={"inner_precise": _INNER_PRECISE})
-def weight_quant_batch_matmul_v2(x, weight, antiquant_scale, antiquant_offset, quant_scale, quant_offset, bias, *,
-                                 transpose_x, transpose_weight, antiquant_group_size, dtype):
-    """y = x @ ((weight + antiquant_offset) * antiquant_scale) + bias: the weight dequantised as ops-nn's
-    A2/A3 kernel does (weight_quant_batch_matmul_v2_common.h: float16 x in float16 arithmetic, each step
-    rounded; bfloat16 x in float32, cast with CAST_RINT), the product accumulated in float32 and rounded
-    once (per-tensor, per-channel (n,)/(1, n), per-group (ceil(k / g), n) parameters)."""
-    if quant_scale is not None or quant_offset is not None or dtype not in (-1, None):
-        refuse("quant_scale/quant_offset (an int8 output) are not simulated")
-    if antiquant_scale.dtype != x.dtype:
-        refuse(f"antiquant_scale of dtype {antiquant_scale.dtype}: only x's dtype is simulated (not int64/e8m0)")
-    a = x.transpose(-1, -2) if transpose_x else x
-    w = weight.transpose(-1, -2) if transpose_weight else weight
-    k, n = w.shape[-2], w.shape[-1]
-    if a.shape[-1] != k:
-        refuse(f"x {list(a.shape)} and weight {list(w.shape)} do not multiply")
-    wide = w.float()
-    if antiquant_offset is not None:
-        wide = wide + _antiquant(antiquant_offset, k, n, antiquant_group_size)
-        if x.dtype == torch.float16:
-            wide = wide.half().float()   # the kernel adds the offset in float16 (bfloat16: in float32)
-    wide = wide * _antiquant(antiquant_scale, k, n, antiquant_group_size)
-    result = torch.matmul(a.float(), wide.to(x.dtype).float())
-    if bias is not None:
-        result = result + bias.float()
-    return result.to(x.dtype)
-
-
-def _antiquant(param, k, n, group_size):
-    if group_size:
-        groups = (k + group_size - 1) // group_size
-        if tuple(param.shape) != (groups, n):
-            refuse(f"a per-group parameter of shape {list(param.shape)} is not [{groups}, {n}]")
-        return param.float().repeat_interleave(group_size, dim=0)[:k]
-    if param.numel() not in (1, n):
-        refuse(f"an antiquant parameter of shape {list(param.shape)} is not per-tensor or per-channel ({n})")
-    return param.float().reshape(1, -1)
+@ge_kernel("TransQuantParamV2", accepts={"scale": (torch.float32,), "offset": (torch.float32,)})
+def trans_quant_param_v2(scale, offset, *, round_mode):
+    """The FP19 scale (float32's top 19 bits) at bits 0-31, bit 46 set, the int9 offset at bits 37-45."""
+    if round_mode != 0:
+        refuse(f"round_mode={round_mode}: only 0 (truncation) is simulated; the README does not give mode 1's rounding")
+    out = torch.bitwise_or(torch.bitwise_and(scale.view(torch.int32).to(torch.int64), 0xFFFFE000), 1 << 46)
+    if offset is None:
+        return out
+    if bool(((offset - offset.trunc()).abs() == 0.5).any()):
+        refuse("an offset exactly halfway between integers: the README does not say how Round breaks the tie")
+    nine = torch.bitwise_and(torch.clamp(torch.round(offset), -256, 255).to(torch.int64), 0x1FF)
+    out, nine = torch.broadcast_tensors(out, nine)
+    return torch.bitwise_or(torch.bitwise_and(out, 0x4000FFFFFFFF), torch.bitwise_left_shift(nine, 37))

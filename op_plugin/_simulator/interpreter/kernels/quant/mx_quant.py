@@ -1,6 +1,6 @@
 """MX quantisation GE ops (hicann ops-nn ``quant/``): DynamicMxQuant, DynamicMxQuantWithDualAxis,
-DynamicBlockMxQuant, and the dequantiser AntiMxQuant; the format itself (scales, element rounding, layouts) is
-``mx_formats.py``.
+DynamicBlockMxQuant, GroupedDynamicMxQuant, DynamicDualLevelMxQuant and the dequantiser AntiMxQuant; the format
+itself (scales, element rounding, layouts) is ``formats.py``.
 
 * DynamicMxQuant: blocks of ``block_size`` along ``axis``; mxscale [..., ceil(nb / 2), ..., 2] (the block
   axis padded to even with 0, pairs in the last dim).
@@ -20,15 +20,20 @@ fp4 outputs are carried one 4-bit code per byte as torch.float4_e2m1fn_x2 (``_ge
 converters pack them with Bitcast. Refused by name: scale_alg 2 outside DynamicMxQuant / DynamicBlockMxQuant and with a
 dst_type_max other than 0/6/7 (kernel paths not read), max_low_bound outside scale_alg 1, float4_e1m2 in a
 graph (no torch dtype carries DT_FLOAT4_E1M2 between nodes).
+
+DynamicDualLevelMxQuant (aclnnDynamicDualLevelMxQuant doc, arch35 kernel), fp4 e2m1 along the last dim: x times
+smooth_scale (in x's dtype); per level0 block (512) ``s0 = float32(amax) * float32(1/6)`` (0 when below 2^-126);
+``temp = x's dtype(float32(x) / s0)`` (a zero x stays itself); then DynamicMxQuant of temp in level1 blocks of 32.
+A nonzero x whose level0 scale is 0 (x / 0) is refused: the doc does not define it.
 """
 from __future__ import annotations
 
 import torch
-
-from ...._ge.reg_op import parse_reg_ops
-from ...._ge.values import TORCH_TO_GE
-from ..registry import ge_kernel, refuse
-from . import mx_formats as mx
+from ....._ge.reg_op import parse_reg_ops
+from ....._ge.values import TORCH_TO_GE
+from ...registry import ge_kernel, refuse
+from .. import formats as mx
+from ..formats import as_e8m0, as_ge, check_fp4_last_dim, check_modes, mx_along
 
 # ops-nn quant/dynamic_mx_quant/op_graph/dynamic_mx_quant_proto.h as CANN writes it: the attr is `blocksize`, the
 # name TorchAir's generated DynamicMxQuant writes on the node (its docstring says block_size, which no node has).
@@ -52,42 +57,6 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 _HALF = (torch.float16, torch.bfloat16)
 
 
-def check_modes(fmt, round_mode, scale_alg, dst_type_max=0.0, max_low_bound=0.0, scale_algs=(0, 1, 2),
-                alg2_simulated=False):
-    """The attr combinations CANN's MX quant docs and tiling checks allow, else a refusal naming the attr.
-    dst_type_max (0, or 6 to 12) takes effect with scale_alg 2 only, as in the kernels."""
-    mx.check_round_mode(fmt, round_mode)
-    if scale_alg not in scale_algs:
-        refuse(f"scale_alg={scale_alg} is not one of {list(scale_algs)}")
-    if scale_alg == 1 and fmt.torch_dtype is None:
-        refuse("scale_alg=1 (cuBLAS scale) applies to fp8 outputs only")
-    if not (float(dst_type_max) == 0.0 or 6.0 <= float(dst_type_max) <= 12.0):
-        refuse(f"dst_type_max={dst_type_max} must be 0.0 or within [6.0, 12.0]")
-    if scale_alg == 2:
-        if not alg2_simulated:
-            refuse("scale_alg=2 (dynamic dtype range) is simulated for DynamicMxQuant and DynamicBlockMxQuant only")
-        if fmt is not mx.E2M1:
-            refuse("scale_alg=2 applies to float4_e2m1 outputs only")
-        if float(dst_type_max) not in (0.0, 6.0, 7.0):
-            refuse(f"dst_type_max={dst_type_max} with scale_alg=2: only 0, 6 and 7 (the kernel's bf16 rounding) "
-                   "are simulated; other values take a cuBLAS-style path whose constants are not documented")
-    if float(max_low_bound) != 0.0 and scale_alg != 1:
-        refuse(f"max_low_bound={max_low_bound} is valid with scale_alg=1 only (must be 0.0 otherwise)")
-    if float(max_low_bound) < 0:
-        refuse(f"max_low_bound={max_low_bound} must be non-negative")
-
-
-def check_fp4_last_dim(x, fmt):
-    if fmt.torch_dtype is None and (x.dim() == 0 or x.shape[-1] % 2):
-        refuse(f"an fp4 output needs x's last dim even (two per byte); x has shape {list(x.shape)}")
-
-
-def mx_along(x, axis, block, fmt, round_mode, scale_alg=0, max_low_bound=0.0, dst_type_max=0.0):
-    """(elements, mxscale codes uint8 in CANN's layout) of x quantised along axis."""
-    result = mx.quantize_blocks(x, axis, block, fmt, round_mode, scale_alg, max_low_bound, dst_type_max)
-    return mx.element_output(result.values, fmt), mx.scale_layout(result.codes, axis)
-
-
 def block_mx(x, fmt, round_mode, scale_alg=0, dst_type_max=0.0):
     """DynamicBlockMxQuant's (elements, scale1, scale2): one scale per 32 x 32 block of the last two dims (OCP, or
     scale_alg 2 as DynamicMxQuant's: the test golden of ops-nn's dynamic_block_mx_quant computes it alike)."""
@@ -105,19 +74,6 @@ def block_mx(x, fmt, round_mode, scale_alg=0, dst_type_max=0.0):
     per_row = codes.repeat_interleave(32, dim=-2)[..., :rows, :]             # [..., rows, cb]
     per_col = codes.repeat_interleave(32, dim=-1)[..., :cols]                # [..., rb, cols]
     return mx.element_output(values, fmt), mx.scale_layout(per_row, -1), mx.scale_layout(per_col, -2)
-
-
-def as_ge(elements, fmt):
-    """Elements as a GE output: fp8 as is, fp4 codes as the DT_FLOAT4_E2M1 carrier."""
-    if fmt.torch_dtype is not None:
-        return elements
-    if fmt is not mx.E2M1:
-        refuse(f"{fmt.name} output: DT_FLOAT4_E1M2 has no torch dtype to carry it between GE nodes")
-    return elements.view(torch.float4_e2m1fn_x2)
-
-
-def as_e8m0(codes):
-    return codes.view(torch.float8_e8m0fnu)
 
 
 def _dtype(x, allowed):
@@ -250,3 +206,39 @@ def grouped_dynamic_mx_quant(x, group_index, *, round_mode, dst_type, blocksize,
     check_modes(fmt, round_mode, scale_alg, dst_type_max)
     y, scales = grouped_mx(x, group_index, fmt, round_mode, scale_alg, blocksize)
     return as_ge(y, fmt), as_e8m0(scales)
+
+
+_INV_FP4_MAX = torch.tensor(0x3E2AAAAB, dtype=torch.int32).view(torch.float32)   # the kernel's float32 1/6
+
+
+def dual_level_mx(x, smooth_scale, round_mode, level0_block_size, level1_block_size):
+    """(fp4 codes, level0 scales float32 [..., ceil(n / 512)], level1 mxscale codes) of DynamicDualLevelMxQuant."""
+    if x.dtype not in _HALF or x.dim() == 0:
+        refuse(f"x must be float16/bfloat16 of at least 1 dim; got {x.dtype}{list(x.shape)}")
+    if (level0_block_size, level1_block_size) != (512, 32):
+        refuse(f"level0/level1 block sizes {level0_block_size}/{level1_block_size}: CANN supports 512/32")
+    mx.check_round_mode(mx.E2M1, round_mode)
+    check_fp4_last_dim(x, mx.E2M1)
+    if not bool(torch.isfinite(x).all()):
+        refuse("x holds inf/NaN: CANN leaves the MX elements of such a block undefined")
+    if smooth_scale is not None:
+        if smooth_scale.dtype != x.dtype or smooth_scale.shape[-1:] != x.shape[-1:] or smooth_scale.dim() != 1:
+            refuse(f"smooth_scale must be 1-D of x's last dim and dtype; got {smooth_scale.dtype}"
+                   f"{list(smooth_scale.shape)}")
+        x = x * smooth_scale                          # the kernel multiplies in x's dtype
+    n = x.shape[-1]
+    nb = -(-n // 512)
+    blocks = torch.nn.functional.pad(x.float(), (0, nb * 512 - n)).reshape(*x.shape[:-1], nb, 512)
+    level0 = blocks.abs().amax(dim=-1) * _INV_FP4_MAX
+    level0 = torch.where(level0 < 2.0 ** -126, torch.zeros_like(level0), level0)
+    if bool(((level0 == 0).unsqueeze(-1) & (blocks != 0)).any()):
+        refuse("a level0 block whose scale underflows to 0 holds nonzero values (x / 0): undefined in CANN's doc")
+    temp = torch.where(blocks == 0, blocks, blocks / level0.unsqueeze(-1)).flatten(-2)[..., :n].to(x.dtype)
+    codes, scale = mx_along(temp, -1, 32, mx.E2M1, round_mode)
+    return codes, level0, scale
+
+
+@ge_kernel("DynamicDualLevelMxQuant")
+def dynamic_dual_level_mx_quant(x, smooth_scale, *, round_mode, level0_block_size, level1_block_size):
+    codes, level0, scale = dual_level_mx(x, smooth_scale, round_mode, level0_block_size, level1_block_size)
+    return as_ge(codes, mx.E2M1), level0, as_e8m0(scale)

@@ -1,73 +1,32 @@
-"""Fused quantisation GE ops (CANN ops-nn): DequantSwigluQuant, AddRmsNormDynamicQuant, AddRmsNormQuant,
-and the dequantisation AscendAntiQuantV2.
+"""Quantisation fused with SwiGLU (CANN ops-nn ``quant/dequant_swiglu_quant``, ``quant/swiglu_mx_quant``):
+DequantSwigluQuant and SwigluMxQuant.
 
-Written from the ops-nn READMEs / aclnn docs (not from op_plugin's torch_npu reference kernels), in float32,
-float-to-int8 casts saturating:
-
-* DequantSwigluQuant: dequantOut = x · weight_scale · activation_scale (int32 x; weight_scale per group
-  with count-mode group_index), SwiGLU on the halves (activate_left: Swish of the first), then the dynamic
+* DequantSwigluQuant (ops-nn README / aclnn doc, not op_plugin's torch_npu reference kernels; float32, float-to-int8
+  casts saturating): dequantOut = x · weight_scale · activation_scale (int32 x; weight_scale per group with
+  count-mode group_index), SwiGLU on the halves (activate_left: Swish of the first), then the dynamic
   quantisation scale = rowmax|out · quant_scale| / 127, y = round_mode(out · quant_scale / scale)
   ("rint" half to even, "round" half away from zero, floor, ceil, trunc). quant_mode "static", a bias,
   quant_offset and swiglu_mode != 0 are refused: the docs do not give those formulas or orders.
-* AddRmsNormDynamicQuant: x = x1 + x2 in float32 (output x: its rounding), y = x / Rms(x) · gamma (+ beta)
-  in float32, per output i: input = y · smooth_scale_i, y_i = rint(input · (127 / rowmax|input|)),
-  scale_i = 1 / (127 / rowmax); an output output_mask (or, without a mask, a missing smooth_scale2) marks
-  invalid is returned empty, as TorchAir's lowering replaces it by an empty Const.
-* AddRmsNormQuant (no TorchAir converter; op_plugin's lowering emits it): y with its kernel's precision
-  (float16 steps rounded in float16, bfloat16 in float32), y_i = rint(y / scales_i +
-  zero_points_i) (div_mode) or rint(y · scales_i + zero_points_i); y2 without scales2 is zeros (undefined in
-  CANN). Its prototype is ops-nn's ``norm/add_rms_norm_quant/op_graph/add_rms_norm_quant_proto.h``.
-* AscendAntiQuantV2 (ops-nn ``quant/ascend_anti_quant_v2`` aclnn doc): y = dst_type((x + offset) · scale),
-  · scale twice with sqrt_mode, in float32; int8, int4 and fp8 x (hifloat8 x is refused).
-* TransQuantParamV2 (ops-nn ``quant/trans_quant_param_v2`` README): y = (bits(scale) & 0xFFFFE000) | 1 << 46,
-  the offset's 9 bits (rounded, clamped to [-256, 255]) at bits 37-45; round_mode 1 and offsets at .5 refused
-  (the README gives neither rounding bit-exactly).
+* SwigluMxQuant (aclnnSwigluMxQuant doc, arch35 kernel): in float32, swiglu_mode 0 ``a / (1 + exp(-a)) * b`` with
+  a the right half along activate_dim (the left with activate_left), b the other; swiglu_mode 1 (last dim only)
+  ``g = min(x[..., 0::2], clamp_limit)``, ``g / (1 + exp(-glu_alpha * g)) * (clamp(x[..., 1::2], +-clamp_limit)
+  + glu_bias)``; the result is rounded to x's dtype (RINT) and DynamicMxQuant'ed along ``axis`` in blocks of 32
+  (``formats.py``). group_index (count mode, 2-D x, activate_dim -1, counts summing to the rows): no effect with
+  axis -1; with axis -2 blocks restart at each group and the scale pairs of the groups follow one another (the
+  kernel's cumulative ceil(rows / 64)), the rest of mxscale is zeros (unwritten by CANN). Other group_index uses
+  are refused.
 """
 from __future__ import annotations
 
 import torch
 
-from ...._ge.reg_op import parse_reg_ops
-from ..registry import ge_kernel, refuse
-from .common import attr_dtype
-from .quantize_lowbit import as_int4
+from ...registry import ge_kernel, refuse
+from .. import formats as mx
+from ..common import require_int8, saturate_int8
+from ..formats import as_e8m0, as_ge, check_fp4_last_dim, check_modes, mx_along
 
-_HALF = (torch.float16, torch.bfloat16)
-_ANTI_QUANT_X = (torch.int8, torch.int4, torch.float8_e5m2, torch.float8_e4m3fn)
-_GE_INT8, _GE_INT4 = 2, 29
 _ROUNDING = {"rint": torch.round, "round": lambda v: torch.sign(v) * torch.floor(v.abs() + 0.5),
              "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc}
-
-_PROTOTYPES = parse_reg_ops('''
-"""REG_OP(AddRmsNormQuant)
-    .INPUT(x1, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
-    .INPUT(x2, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
-    .INPUT(gamma, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
-    .INPUT(scales1, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
-    .OPTIONAL_INPUT(scales2, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
-    .OPTIONAL_INPUT(zero_points1, TensorType({DT_INT32, DT_FLOAT16, DT_FLOAT, DT_BF16}))
-    .OPTIONAL_INPUT(zero_points2, TensorType({DT_INT32, DT_FLOAT16, DT_FLOAT, DT_BF16}))
-    .OPTIONAL_INPUT(beta, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
-    .OUTPUT(y1, TensorType({DT_INT8, DT_HIFLOAT8, DT_FP8_E5M2, DT_FP8_E4M3FN}))
-    .OUTPUT(y2, TensorType({DT_INT8, DT_HIFLOAT8, DT_FP8_E5M2, DT_FP8_E4M3FN}))
-    .OUTPUT(x, TensorType({DT_FLOAT16, DT_FLOAT, DT_BF16}))
-    .ATTR(axis, Int, -1)
-    .ATTR(epsilon, Float, 1e-6f)
-    .ATTR(div_mode, Bool, true)
-    .ATTR(dst_type, Int, DT_INT8)
-    .OP_END_FACTORY_REG(AddRmsNormQuant)
-"""
-''', {"DT_INT8": _GE_INT8})
-ADD_RMS_NORM_QUANT = _PROTOTYPES["AddRmsNormQuant"]
-
-
-def _int8(values):
-    return values.clamp(-128, 127).to(torch.int8)
-
-
-def _require_int8(dst_type):
-    if int(dst_type) != _GE_INT8:
-        refuse(f"dst_type={dst_type}: only DT_INT8 outputs are simulated (int4/fp8/hifloat8 are not)")
 
 
 def _rowmax_scale(wide):
@@ -89,7 +48,7 @@ def _groups(group_index, rows):
 def dequant_swiglu_quant(x, weight_scale, activation_scale, bias, quant_scale, quant_offset, group_index, *,
                          activate_left, quant_mode, dst_type, round_mode, activate_dim, swiglu_mode, clamp_limit,
                          glu_alpha, glu_bias):
-    _require_int8(dst_type)
+    require_int8(dst_type)
     if quant_mode != "dynamic":
         refuse(f"quant_mode={quant_mode!r}: only 'dynamic' is simulated (the static formula is not documented)")
     if swiglu_mode != 0 or bias is not None or quant_offset is not None:
@@ -113,112 +72,92 @@ def dequant_swiglu_quant(x, weight_scale, activation_scale, bias, quant_scale, q
         smooth = quant_scale.float().reshape(-1, half)
         out = out * (smooth if rows is None else smooth[rows])
     scale = _rowmax_scale(out)
-    return _int8(_ROUNDING[round_mode](out / scale)), scale.squeeze(-1)
+    return saturate_int8(_ROUNDING[round_mode](out / scale)), scale.squeeze(-1)
+
+_HALF = (torch.float16, torch.bfloat16)
 
 
-def _inv_rms(x, epsilon):
-    return 1.0 / torch.sqrt((x * x).sum(dim=-1, keepdim=True) * (1.0 / x.shape[-1]) + epsilon)
-
-
-@ge_kernel("AddRmsNormDynamicQuant", one_dtype=("x1", "x2", "gamma"),
-           accepts={"x1": _HALF, "x2": _HALF, "gamma": _HALF})
-def add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta, *, epsilon, output_mask, dst_type):
-    if int(dst_type) not in (_GE_INT8, _GE_INT4):
-        refuse(f"dst_type={dst_type}: only DT_INT8 and DT_INT4 outputs are simulated (fp8/hifloat8 are not)")
-    int4 = int(dst_type) == _GE_INT4   # the kernel's quantMaxVal: 7 for int4, 127 for int8 (its _base.h)
-    # add_rms_norm_dynamic_quant_normal_kernel.h: the float32 sum is normalised; x is its rounding
-    total = x1.float() + x2.float()
-    y = total * _inv_rms(total, epsilon) * gamma.float()
-    y = y if beta is None else y + beta.float()
-    x = total.to(x1.dtype)
-    valid = (list(output_mask) if output_mask else
-             [True, smooth_scale1 is not None and smooth_scale2 is not None])
-    results = []
-    for keep, smooth in zip(valid, (smooth_scale1, smooth_scale2), strict=True):
-        if not keep:
-            empty = torch.empty(0, dtype=torch.int8)
-            results.append((as_int4(empty) if int4 else empty, torch.empty(0, dtype=torch.float32)))
-            continue
-        value = y if smooth is None else y * smooth.float()
-        absmax = value.abs().amax(dim=-1, keepdim=True)
-        if bool((absmax == 0).any()):
-            refuse("a row of zeros: C / 0 is not defined by CANN")
-        # ScaleTensor: y * (C / max), scale written as 1 / (C / max); 0-d tensors, as `float / tensor` is a
-        # reciprocal product in torch, not a division
-        multiplier = torch.tensor(7.0 if int4 else 127.0) / absmax
-        levels = torch.round(value * multiplier)
-        quantised = as_int4(levels.clamp(-8, 7)) if int4 else _int8(levels)
-        results.append((quantised, (torch.tensor(1.0) / multiplier).squeeze(-1)))
-    (y1, scale1), (y2, scale2) = results
-    return y1, y2, x, scale1, scale2
-
-
-@ge_kernel("AddRmsNormQuant", prototype=ADD_RMS_NORM_QUANT, one_dtype=("x1", "x2", "gamma"),
-           accepts={"x1": _HALF, "x2": _HALF, "gamma": _HALF, "scales1": _HALF + (torch.float32,),
-                    "scales2": _HALF + (torch.float32,)})
-def add_rms_norm_quant(x1, x2, gamma, scales1, scales2, zero_points1, zero_points2, beta, *, axis, epsilon, div_mode,
-                       dst_type):
-    _require_int8(dst_type)
-    if axis not in (-1, x1.dim() - 1):
-        refuse(f"axis={axis}: CANN takes -1 only")
-    if x1.shape != x2.shape or gamma.shape != x1.shape[-1:]:
-        refuse(f"x1 {list(x1.shape)} and x2 {list(x2.shape)} must be equal (no broadcasting) and gamma "
-               f"{list(gamma.shape)} their last dim")
-    # add_rms_norm_quant.h (per-channel scales): float16 in float16 (x1 + x2, x * rstd, * gamma each rounded);
-    # bfloat16 in float32 (the sum rounded to bfloat16 first only when beta is given)
-    if x1.dtype == torch.float16:
-        x = (x1.float() + x2.float()).to(torch.float16)
-        normed = (x.float() * _inv_rms(x.float(), epsilon)).to(torch.float16)
-        y = (normed.float() * gamma.float()).to(torch.float16).float()
+def swiglu_out(x, activate_dim, activate_left, swiglu_mode, clamp_limit, glu_alpha, glu_bias):
+    """SwigluMxQuant's activation, rounded to x's dtype."""
+    if x.dtype not in _HALF or not 2 <= x.dim() <= 7:
+        refuse(f"x must be float16/bfloat16 of 2-7 dims; got {x.dtype}{list(x.shape)}")
+    if activate_dim not in (-1, -2, x.dim() - 1, x.dim() - 2):
+        refuse(f"activate_dim={activate_dim} is not the last or second-to-last dim")
+    dim = activate_dim % x.dim()
+    if x.shape[dim] % 2:
+        refuse(f"x's activate_dim size {x.shape[dim]} must be even")
+    wide = x.float()
+    if swiglu_mode == 0:
+        first, second = wide.chunk(2, dim=dim)
+        a, b = (first, second) if activate_left else (second, first)
+        out = a / (1.0 + torch.exp(-a)) * b
+    elif swiglu_mode == 1:
+        if dim != x.dim() - 1:
+            refuse("swiglu_mode=1 takes the last dim as activate_dim")
+        glu = torch.clamp(wide[..., 0::2], max=float(clamp_limit))
+        linear = torch.clamp(wide[..., 1::2], -float(clamp_limit), float(clamp_limit)) + float(glu_bias)
+        out = glu / (1.0 + torch.exp(glu * -float(glu_alpha))) * linear
     else:
-        total = x1.float() + x2.float()
-        x = total.to(x1.dtype)
-        source = total if beta is None else x.float()
-        y = source * _inv_rms(source, epsilon) * gamma.float()
-    y = y if beta is None else y + beta.float()
-    outputs = []
-    for scales, zero_points in ((scales1, zero_points1), (scales2, zero_points2)):
-        if scales is None:
-            outputs.append(torch.zeros(x.shape, dtype=torch.int8))
-            continue
-        if div_mode and bool((scales == 0).any()):
-            refuse("a scale of 0 with div_mode: CANN requires non-zero scales (y / 0 is undefined)")
-        value = y / scales.float() if div_mode else y * scales.float()
-        outputs.append(_int8(torch.round(value if zero_points is None else value + zero_points.float())))
-    return outputs[0], outputs[1], x
+        refuse(f"swiglu_mode={swiglu_mode} is not 0 or 1")
+    return out.to(x.dtype)
 
 
-@ge_kernel("AscendAntiQuantV2", accepts={"scale": (torch.float32, torch.bfloat16),
-                                         "offset": (torch.float32, torch.bfloat16)})
-def ascend_anti_quant_v2(x, scale, offset, *, dst_type, sqrt_mode):
-    """y = dst_type((x + offset) * scale) (* scale again with sqrt_mode), computed in float32; x int8, int4
-    (DT_INT4, unpacked by TorchAir's Bitcast) or fp8 (exact in float32)."""
-    if x.dtype not in _ANTI_QUANT_X:
-        refuse(f"x of dtype {x.dtype}: int8, int4, float8_e5m2 and float8_e4m3fn are simulated (hifloat8 is not)")
-    if x.dtype == torch.int4:
-        x = x.view(torch.int8)   # one int4 value per byte
-    out_dtype = attr_dtype("dst_type", dst_type)
-    if out_dtype not in _HALF:
-        refuse(f"dst_type={dst_type} ({out_dtype}): CANN writes float16 (1) or bfloat16 (27) only")
-    width = x.shape[-1] if x.dim() else 1
-    for what, tensor in (("scale", scale), ("offset", offset)):
-        if tensor is not None and (tensor.dim() != 1 or tensor.numel() not in (1, width)):
-            refuse(f"{what} of shape {tuple(tensor.shape)}: must be 1-D with 1 or x's last-axis size {width} elements")
-    value = x.float() if offset is None else x.float() + offset.float()
-    value = value * scale.float()
-    return (value * scale.float() if sqrt_mode else value).to(out_dtype)
+def _group_counts(x, group_index, group_mode, activate_dim):
+    """group_index as row counts (count mode), checked to cover x's rows exactly."""
+    if group_mode != 0:
+        refuse("group_mode=1 (cumsum): the arch35 kernel reads group_index as row counts; not simulated")
+    if x.dim() != 2 or activate_dim not in (-1, 1) or group_index.dim() != 1:
+        refuse("group_index is simulated for a 2-D x with activate_dim -1 and a 1-D group_index")
+    counts = [int(v) for v in group_index.tolist()]
+    if any(c < 0 for c in counts) or sum(counts) != x.shape[0]:
+        refuse(f"group_index counts {counts} must be non-negative and sum to x's {x.shape[0]} rows (rows past the "
+               "groups are left unwritten by CANN)")
+    return counts
 
 
-@ge_kernel("TransQuantParamV2", accepts={"scale": (torch.float32,), "offset": (torch.float32,)})
-def trans_quant_param_v2(scale, offset, *, round_mode):
-    """The FP19 scale (float32's top 19 bits) at bits 0-31, bit 46 set, the int9 offset at bits 37-45."""
-    if round_mode != 0:
-        refuse(f"round_mode={round_mode}: only 0 (truncation) is simulated; the README does not give mode 1's rounding")
-    out = torch.bitwise_or(torch.bitwise_and(scale.view(torch.int32).to(torch.int64), 0xFFFFE000), 1 << 46)
-    if offset is None:
-        return out
-    if bool(((offset - offset.trunc()).abs() == 0.5).any()):
-        refuse("an offset exactly halfway between integers: the README does not say how Round breaks the tie")
-    nine = torch.bitwise_and(torch.clamp(torch.round(offset), -256, 255).to(torch.int64), 0x1FF)
-    out, nine = torch.broadcast_tensors(out, nine)
-    return torch.bitwise_or(torch.bitwise_and(out, 0x4000FFFFFFFF), torch.bitwise_left_shift(nine, 37))
+def _grouped_rows_mx(out, counts, fmt, round_mode, scale_alg):
+    """axis -2 with groups: blocks of 32 from each group's first row; group g's scale pairs follow the previous
+    groups' ceil(rows / 64) pairs (the kernel's cumuScaleOffset); mxscale rows past them (Meta: rows // 64 +
+    groups) are unwritten by CANN: zeros here."""
+    values = torch.zeros(out.shape, dtype=torch.uint8 if fmt.torch_dtype is None else fmt.torch_dtype)
+    scales = torch.zeros(out.shape[0] // 64 + len(counts), out.shape[1], 2, dtype=torch.uint8)
+    start = offset = 0
+    for rows in counts:
+        if rows:
+            elements, pairs = mx_along(out[start:start + rows], 0, 32, fmt, round_mode, scale_alg)
+            values[start:start + rows] = elements
+            scales[offset:offset + pairs.shape[0]] = pairs
+            offset += pairs.shape[0]
+        start += rows
+    return values, scales
+
+
+def swiglu_mx(x, group_index, *, activate_dim, activate_left, swiglu_mode, clamp_limit, glu_alpha, glu_bias, axis,
+              fmt, round_mode, scale_alg, max_dtype_value, group_mode=0):
+    """(elements, mxscale codes) of SwigluMxQuant."""
+    counts = None if group_index is None else _group_counts(x, group_index, group_mode, activate_dim)
+    check_modes(fmt, round_mode, scale_alg, scale_algs=(0, 1))
+    if float(max_dtype_value) < 0:
+        refuse(f"max_dtype_value={max_dtype_value} must be non-negative")
+    if not bool(torch.isfinite(x).all()):
+        refuse("x holds inf/NaN: CANN leaves the MX elements of such a block undefined")
+    out = swiglu_out(x, activate_dim, activate_left, swiglu_mode, clamp_limit, glu_alpha, glu_bias)
+    if axis not in (-1, -2, x.dim() - 1, x.dim() - 2):
+        refuse(f"axis={axis} is not the last or second-to-last dim")
+    check_fp4_last_dim(out, fmt)
+    if counts is not None and axis % x.dim() == 0:
+        return _grouped_rows_mx(out, counts, fmt, round_mode, scale_alg)
+    return mx_along(out, axis, 32, fmt, round_mode, scale_alg)
+
+
+@ge_kernel("SwigluMxQuant")
+def swiglu_mx_quant(x, group_index, *, activate_dim, activate_left, swiglu_mode, clamp_limit, glu_alpha, glu_bias,
+                    group_mode, axis, dst_type, round_mode, scale_alg, max_dtype_value):
+    fmt = mx.element_format("dst_type", dst_type)
+    if group_mode not in (0, 1):
+        refuse(f"group_mode={group_mode} is not 0 (count) or 1 (cumsum)")
+    y, codes = swiglu_mx(x, group_index, activate_dim=activate_dim, activate_left=activate_left,
+                         swiglu_mode=swiglu_mode, clamp_limit=clamp_limit, glu_alpha=glu_alpha, glu_bias=glu_bias,
+                         axis=axis, fmt=fmt, round_mode=round_mode, scale_alg=scale_alg,
+                         max_dtype_value=max_dtype_value, group_mode=group_mode)
+    return as_ge(y, fmt), as_e8m0(codes)

@@ -12,9 +12,8 @@ the op's definition: shape, dtype, value range, distribution, and the same numbe
 from __future__ import annotations
 
 import torch
-
-from ..registry import ge_kernel, refuse
-from .common import attr_dtype, int_list
+from ...registry import ge_kernel, refuse
+from ..common import attr_dtype, int_list
 
 _MASK64 = (1 << 64) - 1
 

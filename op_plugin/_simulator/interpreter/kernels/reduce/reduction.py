@@ -11,10 +11,9 @@ reductions. Sums and means of 16-bit floats accumulate in float32 and round once
 from __future__ import annotations
 
 import torch
-
-from ...._ge.values import ge_dtype_to_torch
-from ..registry import ge_kernel, refuse
-from .common import int_list, opmath
+from ....._ge.values import ge_dtype_to_torch
+from ...registry import ge_kernel, refuse
+from ..common import int_list, opmath
 
 # ---- Reduce* ---------------------------------------------------------------------------------
 # Only ReduceMean and ReduceMeanD have noop_with_empty_axes (its REG_OP defaults differ: True and

@@ -8,12 +8,10 @@ so that neither passes 400 lines) and TorchAir's converters (``ge_converter/aten
 from __future__ import annotations
 
 import math
-
 import torch
-
-from ...._ge.values import ge_dtype_to_torch
-from ..registry import ge_kernel, refuse
-from .common import int_list
+from ....._ge.values import ge_dtype_to_torch
+from ...registry import ge_kernel, refuse
+from ..common import int_list
 
 
 @ge_kernel("Fill")

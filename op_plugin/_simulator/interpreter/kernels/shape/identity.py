@@ -1,38 +1,17 @@
-"""CANN's conversion ops (hicann ops-math `conversion/`) that act element by element: ClipByValue,
-ClipByValueV2, MaskedFill, ZerosLike, Identity, IdentityN and TensorMove; with them the GE
-framework's identity-like ops Snapshot, StopGradient and PreventGradient (no ops-math kernel: GE
-itself passes the tensor through).
+"""Identity-like GE ops: ZerosLike, Identity, IdentityN and TensorMove (hicann ops-math ``conversion/``), the GE
+framework's Snapshot, StopGradient and PreventGradient (no ops-math kernel: GE itself passes the tensor
+through), and Cmo (the cache prefetch npu_prefetch lowers to).
 
-They came out of the element-wise modules with the math ops; ops-math files them under
-`conversion/`, not `math/`, so they are kept apart here, to join the conversion class's module.
 Each follows its CANN prototype (TorchAir's `_ge_concrete_graph/auto_generated_ge_raw_ops.py`).
+
+* Cmo: a prefetch of ``src`` into the NPU's L2 cache (type 6); it has no outputs and changes no value, so
+  the CPU does nothing but check its attrs.
 """
 from __future__ import annotations
 
 import torch
-
-from ..registry import ge_kernel
-
-_NUMBERS = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,
-            torch.int64, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.complex64, torch.complex128)
-
-
-@ge_kernel("ClipByValue")
-def clip_by_value(x, clip_value_min, clip_value_max):
-    """y = min(max(x, clip_value_min), clip_value_max), broadcasting."""
-    return torch.minimum(torch.maximum(x, clip_value_min), clip_value_max)
-
-
-@ge_kernel("ClipByValueV2", one_dtype=("x", "clip_value_min", "clip_value_max"), accepts={"x": _NUMBERS})
-def clip_by_value_v2(x, clip_value_min, clip_value_max):
-    """y = min(max(x, clip_value_min), clip_value_max); NaN in x stays NaN; min > max gives max."""
-    return torch.minimum(torch.maximum(x, clip_value_min), clip_value_max)
-
-
-@ge_kernel("MaskedFill")
-def masked_fill(x, mask, value):
-    """y = value (converted to x's dtype) where mask, else x."""
-    return torch.where(mask.bool(), value.to(x.dtype), x)
+from ...registry import ge_kernel
+from ...registry import refuse
 
 
 @ge_kernel("ZerosLike")
@@ -73,3 +52,13 @@ def stop_gradient(x):
                                                      "the forward is the identity"})
 def prevent_gradient(x):
     return x
+
+
+@ge_kernel("Cmo")
+def cmo(src, *, max_size, type, offset):  # noqa: A002  (the prototype's attr name)
+    """A cache prefetch: no outputs, no effect on any value."""
+    if max_size <= 0 or offset < 0:
+        refuse(f"max_size {max_size} must be > 0 and offset {offset} >= 0")
+    if type != 6:
+        refuse(f"type {type}: only 6 (prefetch, what npu_prefetch emits) is known; CANN documents no other here")
+    return ()

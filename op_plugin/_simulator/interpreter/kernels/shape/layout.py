@@ -8,8 +8,8 @@ Semantics from the CANN prototypes (``REG_OP`` in TorchAir's ``auto_generated_ge
 ops-math files most of these ops in ``conversion/``, Shape, ShapeN, Rank, Tile and Expand in ``math/``)
 and the converters that emit them (``ge_converter/aten/tril.py``, ``triu.py``, ``_fft_c2c.py``,
 ``convolution_backward.py``).
-Windows into a tensor (slices, strided views, Assign) are in `shape_slice`, new tensors from a shape,
-a value or a range in `shape_creation` (split by sub-concept: one module would pass 400 lines).
+Windows into a tensor (slices, strided views, Assign) are in `slice`, new tensors from a shape,
+a value or a range in `creation` (split by sub-concept: one module would pass 400 lines).
 `N` and `num` / `num_split` count a dynamic input or output list, and must match what the graph wires.
 
 Index-like inputs (perm, shape, axes...) arrive as small int tensors (usually Const nodes);
@@ -20,12 +20,11 @@ graph in which no node writes into an input (`common.fresh`).
 from __future__ import annotations
 
 import torch
-
-from ...._ge.values import ge_dtype_to_torch
-from ..registry import ge_kernel, refuse
-from .common import fresh, int_list
-from .mx_formats import bitcast_fp4
-from .quantize_lowbit import pack_int4, unpack_int4
+from ....._ge.values import ge_dtype_to_torch
+from ...registry import ge_kernel, refuse
+from ..common import fresh, int_list
+from ..formats import bitcast_fp4
+from ..formats import pack_int4, unpack_int4
 
 
 def _axis(what, axis, rank):

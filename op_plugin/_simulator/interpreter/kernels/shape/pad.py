@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-from ..registry import ge_kernel, refuse
-from .common import fresh, int_list
+from ...registry import ge_kernel, refuse
+from ..common import fresh, int_list
 
 _PADDINGS_DTYPES = (torch.int32, torch.int64)
 

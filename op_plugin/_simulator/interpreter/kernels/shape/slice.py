@@ -13,9 +13,8 @@ buffer is refused (on the NPU it would read or write foreign memory).
 from __future__ import annotations
 
 import torch
-
-from ..registry import ge_kernel, refuse
-from .common import int_list
+from ...registry import ge_kernel, refuse
+from ..common import int_list
 
 _INT64_MAX = 2**63 - 1
 _INDEX_NUMBER = (torch.int32, torch.int64)

@@ -1,0 +1,4 @@
+"""Grouped matmul (CANN ops-transformer ``gmm/``).
+
+* grouped_matmul: GroupedMatmul
+"""

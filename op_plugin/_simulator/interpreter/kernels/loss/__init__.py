@@ -1,0 +1,4 @@
+"""Loss ops (CANN ops-nn ``loss/``).
+
+* loss: MseLoss, MseLossGrad, NLLLoss, NLLLossGrad
+"""
