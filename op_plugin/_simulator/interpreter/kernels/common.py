@@ -71,12 +71,40 @@ def require_dtype(what: str, tensor, allowed) -> None:
 
 
 def binary_kernel(name: str, fn):
-    """The kernel of a binary op whose prototype is (x1, x2) -> y with no attrs, computing fn(x1, x2)."""
-    def kernel(x1, x2):
-        return fn(x1, x2)
+    """The prepare phase of a binary op whose prototype is (x1, x2) -> y with no attrs, computing
+    fn(x1, x2) (register with `prepared=True`): its call is `fn` itself, whatever the specs."""
+    def prepare(x1, x2):
+        return fn
 
-    kernel.__name__ = kernel.__qualname__ = name
-    return kernel
+    prepare.__name__ = prepare.__qualname__ = name
+    return prepare
+
+
+def unary_kernel(name: str, fn):
+    """The prepare phase of a unary op whose prototype is (x) -> y with no attrs, computing fn(x)
+    in x's dtype (register with `prepared=True`): its call is `fn` itself."""
+    def prepare(x):
+        return fn
+
+    prepare.__name__ = prepare.__qualname__ = name
+    return prepare
+
+
+_COMPUTED_AS_IS = (torch.float32, torch.float64)
+
+
+def unary_in_float32(name: str, fn):
+    """The prepare phase of a unary op computing fn(x) with 16-bit floats in float32, the result
+    going back to x's dtype whatever it is (an integer x gives an integer y, which `widen=True`
+    would not do). For float32/float64 x that is fn itself."""
+    def prepare(x):
+        if x.dtype in _COMPUTED_AS_IS:
+            return fn
+        dtype = x.dtype
+        return lambda x: fn(opmath(x)).to(dtype)
+
+    prepare.__name__ = prepare.__qualname__ = name
+    return prepare
 
 
 def attr_dtype(what: str, number) -> torch.dtype:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import torch
 from ...registry import ge_kernel, refuse
-from ..common import opmath
+from ..common import opmath, unary_in_float32, unary_kernel
 
 _F16_F32 = (torch.float16, torch.float32)
 _FLOATS = (torch.float16, torch.float32, torch.bfloat16)
@@ -32,19 +32,20 @@ def gelu(x):
     return torch.nn.functional.gelu(x, approximate="tanh")
 
 
-@ge_kernel("GeluV2", widen=True)
+@ge_kernel("GeluV2", widen=True, prepared=True)
 def gelu_v2(x, *, approximate):
     if approximate not in ("none", "tanh"):
         refuse(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-    return torch.nn.functional.gelu(x, approximate=approximate)
+    gelu = torch._C._nn.gelu  # what torch.nn.functional.gelu calls
+    return lambda x: gelu(x, approximate=approximate)
 
 
-@ge_kernel("Swish", widen=True)
+@ge_kernel("Swish", widen=True, prepared=True)
 def swish(x, *, scale):
     """y = x / (1 + exp(-scale * x)); at scale 1 that is SiLU, computed by the op eager calls."""
     if scale == 1.0:
-        return torch.nn.functional.silu(x)
-    return x * torch.sigmoid(scale * x)
+        return torch._C._nn.silu  # what torch.nn.functional.silu calls
+    return lambda x: x * torch.sigmoid(scale * x)
 
 
 @ge_kernel("LeakyRelu")
@@ -263,9 +264,7 @@ def prelu_grad(grads, features, weights):
 
 # ---- without attrs (Relu, Relu6, Sigmoid, FastGelu, Softplus, Mish) and ThresholdV2 ----------------
 
-@ge_kernel("Relu")
-def relu(x):
-    return torch.relu(x)
+ge_kernel("Relu", prepared=True)(unary_kernel("relu", torch.relu))
 
 
 @ge_kernel("Relu6")
@@ -273,19 +272,8 @@ def relu6(x):
     return torch.clamp(x, 0, 6)
 
 
-def _in_float32(name, fn):
-    """The kernel of fn, 16-bit floats computed in float32. The result goes back to x's dtype
-    whatever it is (an integer x gives an integer y), which `widen=True` would not do, so it is
-    spelled out."""
-    def kernel(x):
-        return fn(opmath(x)).to(x.dtype)
-
-    kernel.__name__ = kernel.__qualname__ = name
-    return kernel
-
-
-ge_kernel("Sigmoid")(_in_float32("sigmoid", torch.sigmoid))
-ge_kernel("FastGelu")(_in_float32("fast_gelu", lambda x: x * torch.sigmoid(1.702 * x)))
+ge_kernel("Sigmoid", prepared=True)(unary_in_float32("sigmoid", torch.sigmoid))
+ge_kernel("FastGelu", prepared=True)(unary_in_float32("fast_gelu", lambda x: x * torch.sigmoid(1.702 * x)))
 
 
 # torch refuses integer inputs of these two, so widen= computes exactly what the spelled-out form did.

@@ -28,11 +28,14 @@ def _one_axis(axes):
     return axes[0]
 
 
-@ge_kernel("SoftmaxV2")
+@ge_kernel("SoftmaxV2", prepared=True)
 def softmax_v2(x, *, axes, half_to_float):
-    """y = exp(x) / sum(exp(x), axes); half_to_float gives a float32 y (SoftmaxV2 only)."""
+    """y = exp(x) / sum(exp(x), axes), in float32 for 16-bit x; half_to_float gives a float32 y."""
     out_dtype = torch.float32 if half_to_float else x.dtype
-    return torch.softmax(opmath(x), dim=_one_axis(axes)).to(out_dtype)
+    axis, softmax = _one_axis(axes), torch.softmax
+    if x.dtype == out_dtype and x.dtype in (torch.float32, torch.float64):
+        return lambda x: softmax(x, axis)
+    return lambda x: softmax(opmath(x), dim=axis).to(out_dtype)
 
 
 @ge_kernel("LogSoftmaxV2", widen=True)

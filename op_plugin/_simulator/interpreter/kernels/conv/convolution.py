@@ -53,7 +53,7 @@ def _pair_from_4d(name, values, data_format, fill):
 _FILTER_TO_OIHW = {"NCHW": (0, 1, 2, 3), "NHWC": (0, 3, 1, 2), "HWCN": (3, 2, 0, 1)}
 
 
-@ge_kernel("Conv2D", accepts={"x": _FLOATS}, one_dtype=("x", "filter"), widen=True)
+@ge_kernel("Conv2D", accepts={"x": _FLOATS}, one_dtype=("x", "filter"), widen=True, prepared=True)
 def conv2d(x, filter, bias, offset_w, *, strides, pads, dilations, groups, data_format, offset_x, node):
     """y = conv(x, filter) + bias; pads are [top, bottom, left, right] and may be asymmetric."""
     _refuse_quantisation(offset_w, offset_x)
@@ -69,24 +69,34 @@ def conv2d(x, filter, bias, offset_w, *, strides, pads, dilations, groups, data_
     if len(pads) != 4 or any(p < 0 for p in pads):
         refuse(f"pads must be 4 non-negative ints [top, bottom, left, right], got {pads}")
     top, bottom, left, right = pads
-
-    wide = x.permute(0, 3, 1, 2) if data_format == "NHWC" else x
-    kernel = filter if filter_format == "NCHW" else filter.permute(_FILTER_TO_OIHW[filter_format])
-    if wide.shape[1] != kernel.shape[1] * groups or kernel.shape[0] % groups:
-        refuse(f"x has {wide.shape[1]} channels, filter {list(kernel.shape)} (OIHW) with groups={groups} "
-               "does not match")
+    nhwc = data_format == "NHWC"
+    channels = x.shape[3] if nhwc else x.shape[1]
+    to_oihw = _FILTER_TO_OIHW[filter_format]
+    oihw = [filter.shape[i] for i in to_oihw]
+    if channels != oihw[1] * groups or oihw[0] % groups:
+        refuse(f"x has {channels} channels, filter {oihw} (OIHW) with groups={groups} does not match")
     # A 1-D bias goes into the convolution, as eager's conv2d passes it.
-    fused = bias if bias is not None and bias.dim() == 1 and bias.dtype == wide.dtype else None
-    if top == bottom and left == right:  # symmetric: the call eager makes
-        y = F.conv2d(wide, kernel, fused, stride, (top, left), dilation, groups)
-    else:
-        wide = F.pad(wide, (left, right, top, bottom))  # zero padding, any asymmetry
-        y = F.conv2d(wide, kernel, fused, stride, 0, dilation, groups)
-    if bias is not None and fused is None:
-        y = y + bias.reshape(1, -1, 1, 1)
-    if data_format == "NHWC":
-        y = y.permute(0, 2, 3, 1)
-    return y.contiguous()
+    fused = bias is not None and bias.dim() == 1 and bias.dtype == x.dtype
+    symmetric = top == bottom and left == right
+    conv, padding = torch.conv2d, (top, left)
+    if not nhwc and filter_format == "NCHW" and symmetric and (bias is None or fused):  # the call eager makes
+        return lambda x, filter, bias, offset_w: conv(x, filter, bias, stride, padding, dilation, groups).contiguous()
+
+    def call(x, filter, bias, offset_w):
+        wide = x.permute(0, 3, 1, 2) if nhwc else x
+        kernel = filter if filter_format == "NCHW" else filter.permute(to_oihw)
+        if symmetric:
+            y = conv(wide, kernel, bias if fused else None, stride, (top, left), dilation, groups)
+        else:
+            wide = F.pad(wide, (left, right, top, bottom))  # zero padding, any asymmetry
+            y = conv(wide, kernel, bias if fused else None, stride, 0, dilation, groups)
+        if bias is not None and not fused:
+            y = y + bias.reshape(1, -1, 1, 1)
+        if nhwc:
+            y = y.permute(0, 2, 3, 1)
+        return y.contiguous()
+
+    return call
 
 
 # ---- Conv3D and the transposed convolutions ----------------------------------------------------

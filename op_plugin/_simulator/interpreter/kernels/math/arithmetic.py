@@ -36,6 +36,16 @@ def _real_div(x1, x2):
     return result if x1.dtype.is_floating_point else result.to(x1.dtype)
 
 
+def _prepare_div(x1, x2):
+    """Div: a float or complex x1 divides as torch.div, an integer one truncates."""
+    return torch.div if x1.dtype.is_floating_point or x1.dtype.is_complex else _div
+
+
+def _prepare_real_div(x1, x2):
+    """RealDiv: a float x1 divides as torch.div; an integer quotient is cast back to x1's dtype."""
+    return torch.div if x1.dtype.is_floating_point else _real_div
+
+
 _BINARY = {
     "Add": ("add", torch.add), "AddV2": ("add_v2", torch.add), "Sub": ("sub", torch.sub),
     "Mul": ("mul", torch.mul), "RealDiv": ("real_div", _real_div), "Div": ("div", _div),
@@ -48,8 +58,11 @@ _BINARY = {
 }
 
 
+_PREPARED_DIVISIONS = {"RealDiv": _prepare_real_div, "Div": _prepare_div}
+
 for _op_type, (_name, _fn) in _BINARY.items():
-    ge_kernel(_op_type, one_dtype=("x1", "x2"))(binary_kernel(_name, _fn))
+    _prepare = _PREPARED_DIVISIONS.get(_op_type) or binary_kernel(_name, _fn)
+    ge_kernel(_op_type, one_dtype=("x1", "x2"), prepared=True)(_prepare)
 
 
 @ge_kernel("AddN")

@@ -9,7 +9,7 @@ bools or bit patterns, never rounded numbers. Each follows its CANN prototype (T
 from __future__ import annotations
 
 import torch
-from ..common import binary_kernel
+from ..common import binary_kernel, unary_kernel
 from ...registry import ge_kernel
 
 _INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32,
@@ -28,7 +28,7 @@ _BINARY = {
 
 
 for _op_type, (_name, _fn) in _BINARY.items():
-    ge_kernel(_op_type, one_dtype=("x1", "x2"))(binary_kernel(_name, _fn))
+    ge_kernel(_op_type, one_dtype=("x1", "x2"), prepared=True)(binary_kernel(_name, _fn))
 
 
 @ge_kernel("RightShift", one_dtype=("x", "y"), accepts={"x": _INTEGERS, "y": _INTEGERS})
@@ -49,17 +49,8 @@ _UNARY = {
 }
 
 
-def _unary(name, fn):
-    """The kernel of a unary op whose prototype is (x) -> y, no attrs."""
-    def kernel(x):
-        return fn(x)
-
-    kernel.__name__ = kernel.__qualname__ = name
-    return kernel
-
-
 for _op_type, (_name, _fn) in _UNARY.items():
-    ge_kernel(_op_type)(_unary(_name, _fn))
+    ge_kernel(_op_type, prepared=True)(unary_kernel(_name, _fn))
 
 
 @ge_kernel("Invert", accepts={"x": _INTEGERS})

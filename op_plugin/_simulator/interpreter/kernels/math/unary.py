@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import torch
 from ...registry import ge_kernel, refuse
-from ..common import attr_dtype, opmath, require_dtype
+from ..common import attr_dtype, opmath, require_dtype, unary_in_float32, unary_kernel
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _COMPLEX = (torch.complex64, torch.complex128)
@@ -28,38 +28,19 @@ _UNARY_AND_INT = _UNARY + (torch.int32, torch.int64)
 # ---- element-wise unary ops without attrs ----------------------------------------------------
 
 
-def _unary(name, fn):
-    """The kernel of a unary op whose prototype is (x) -> y, no attrs, computed in x's dtype."""
-    def kernel(x):
-        return fn(x)
-
-    kernel.__name__ = kernel.__qualname__ = name
-    return kernel
-
-
-def _unary_in_float32(name, fn):
-    """As `_unary`, 16-bit floats computed in float32. The result goes back to x's dtype whatever
-    it is (an integer x gives an integer y), which `widen=True` would not do, so it is spelled out."""
-    def kernel(x):
-        return fn(opmath(x)).to(x.dtype)
-
-    kernel.__name__ = kernel.__qualname__ = name
-    return kernel
-
-
 for _op_type, _name, _fn in (
     ("Log1p", "log1p", torch.log1p), ("Expm1", "expm1", torch.expm1), ("Sqrt", "sqrt", torch.sqrt),
     ("Rsqrt", "rsqrt", torch.rsqrt), ("Erf", "erf", torch.erf), ("Sin", "sin", torch.sin), ("Cos", "cos", torch.cos),
     ("Reciprocal", "reciprocal", torch.reciprocal), ("Tanh", "tanh", torch.tanh),
 ):
-    ge_kernel(_op_type)(_unary_in_float32(_name, _fn))
+    ge_kernel(_op_type, prepared=True)(unary_in_float32(_name, _fn))
 
 for _op_type, _name, _fn in (
     ("Neg", "neg", torch.neg), ("Abs", "abs", torch.abs), ("Square", "square", torch.square),
     ("Sign", "sign", torch.sign), ("Floor", "floor", torch.floor), ("Ceil", "ceil", torch.ceil),
     ("Round", "round", torch.round), ("OnesLike", "ones_like", torch.ones_like),
 ):
-    ge_kernel(_op_type)(_unary(_name, _fn))
+    ge_kernel(_op_type, prepared=True)(unary_kernel(_name, _fn))
 
 
 # ---- inverse trigonometric and hyperbolic functions, Tan, Erfinv -------------------------------
@@ -148,19 +129,29 @@ def nan_to_num(x, *, nan, posinf, neginf):
 _FP8_LARGEST = {torch.float8_e5m2: 57344.0, torch.float8_e4m3fn: 448.0}
 
 
-@ge_kernel("Cast")
+@ge_kernel("Cast", prepared=True)
 def cast(x, *, dst_type):
     """x as dst_type. To fp8 only values within the format's range: CANN's Cast rounds them half to even, but what
     it writes for a value beyond the range, inf or NaN depends on the core's saturation mode (CTRL register),
-    which the Cast kernel leaves as it finds it (ops-math cast_impl.h). int4 (one value per byte) casts out only."""
+    which the Cast kernel leaves as it finds it (ops-math cast_impl.h): the range is checked on every call.
+    int4 (one value per byte) casts out only."""
     dtype = attr_dtype("dst_type", dst_type)
-    if x.dtype == torch.int4:
-        x = x.view(torch.int8)
     if dtype == torch.int4:
         refuse("Cast to DT_INT4 is not simulated (its rounding and saturation are not documented)")
-    if dtype in _FP8_LARGEST and x.numel():
+    largest = _FP8_LARGEST.get(dtype)
+    if largest is not None:
+        return lambda x: _checked_fp8_cast(x, dtype, largest)
+    if x.dtype == torch.int4:
+        return lambda x: x.view(torch.int8).to(dtype)
+    return lambda x: x.to(dtype)
+
+
+def _checked_fp8_cast(x, dtype, largest):
+    if x.dtype == torch.int4:
+        x = x.view(torch.int8)
+    if x.numel():
         wide = x.double()
-        if not bool(torch.isfinite(wide).all()) or float(wide.abs().max()) > _FP8_LARGEST[dtype]:
-            refuse(f"Cast to {dtype} of inf, NaN or a value beyond {_FP8_LARGEST[dtype]}: CANN's result depends on "
+        if not bool(torch.isfinite(wide).all()) or float(wide.abs().max()) > largest:
+            refuse(f"Cast to {dtype} of inf, NaN or a value beyond {largest}: CANN's result depends on "
                    "the core's saturation mode, which Cast does not set")
     return x.to(dtype)

@@ -84,6 +84,28 @@ def _matmul(x1, x2, bias, transpose_x1, transpose_x2):
     return result if bias is None else result + bias
 
 
+_AS_IS = (torch.float32, torch.float64)  # dtypes multiplied as they are: the aten call eager makes
+
+
+def _matmul_call(x1, x2, bias, transpose_x1, transpose_x2):
+    """The call computing `_matmul` for inputs of these specs; it takes the kernel's inputs
+    (x1, x2, then bias and offset_w where the prototype has them)."""
+    if x1.dtype in _AS_IS and x2.dtype == x1.dtype and (bias is None or bias.dtype == x1.dtype):
+        matmul, addmm = torch.matmul, torch.addmm
+
+        def operands(x1, x2):
+            return (x1.transpose(-1, -2) if transpose_x1 else x1), (x2.transpose(-1, -2) if transpose_x2 else x2)
+
+        if bias is None:
+            if not (transpose_x1 or transpose_x2):
+                return lambda x1, x2, *unfed: matmul(x1, x2)
+            return lambda x1, x2, *unfed: matmul(*operands(x1, x2))
+        if x1.dim() == 2 and x2.dim() == 2 and bias.dim() <= 1:
+            return lambda x1, x2, bias, *unfed: addmm(bias, *operands(x1, x2))
+        return lambda x1, x2, bias, *unfed: matmul(*operands(x1, x2)) + bias
+    return lambda x1, x2, bias=None, *unfed: _matmul(x1, x2, bias, transpose_x1, transpose_x2)
+
+
 def _no_quantised_offset(offset_w, offset_x):
     if offset_w is not None:
         refuse("offset_w (quantised weights) is not supported by the simulator")
@@ -96,43 +118,43 @@ def _two_d(x1, x2):
         refuse(f"takes 2-D inputs, got {list(x1.shape)} and {list(x2.shape)}")
 
 
-@ge_kernel("MatMul", one_dtype=("x1", "x2"))
+@ge_kernel("MatMul", one_dtype=("x1", "x2"), prepared=True)
 def mat_mul(x1, x2, bias, *, transpose_x1, transpose_x2):
     _two_d(x1, x2)
-    return _matmul(x1, x2, bias, transpose_x1, transpose_x2)
+    return _matmul_call(x1, x2, bias, transpose_x1, transpose_x2)
 
 
-@ge_kernel("MatMulV2", one_dtype=("x1", "x2"))
+@ge_kernel("MatMulV2", one_dtype=("x1", "x2"), prepared=True)
 def mat_mul_v2(x1, x2, bias, offset_w, *, transpose_x1, transpose_x2, offset_x):
     _no_quantised_offset(offset_w, offset_x)
     _two_d(x1, x2)
-    return _matmul(x1, x2, bias, transpose_x1, transpose_x2)
+    return _matmul_call(x1, x2, bias, transpose_x1, transpose_x2)
 
 
 @ge_kernel("MatMulV3", one_dtype=("x1", "x2"), prototype=_V3_PROTOTYPES["MatMulV3"],
-           accepts={"x1": _V3_FLOATS, "x2": _V3_FLOATS}, layout_only={"opImplMode": _OP_IMPL_MODE})
+           accepts={"x1": _V3_FLOATS, "x2": _V3_FLOATS}, layout_only={"opImplMode": _OP_IMPL_MODE}, prepared=True)
 def mat_mul_v3(x1, x2, bias, offset_w, *, transpose_x1, transpose_x2, offset_x):
     _no_quantised_offset(offset_w, offset_x)
     _two_d(x1, x2)
-    return _matmul(x1, x2, bias, transpose_x1, transpose_x2)
+    return _matmul_call(x1, x2, bias, transpose_x1, transpose_x2)
 
 
-@ge_kernel("BatchMatMul", one_dtype=("x1", "x2"))
+@ge_kernel("BatchMatMul", one_dtype=("x1", "x2"), prepared=True)
 def batch_mat_mul(x1, x2, *, adj_x1, adj_x2):
-    return _matmul(x1, x2, None, adj_x1, adj_x2)
+    return _matmul_call(x1, x2, None, adj_x1, adj_x2)
 
 
-@ge_kernel("BatchMatMulV2", one_dtype=("x1", "x2"))
+@ge_kernel("BatchMatMulV2", one_dtype=("x1", "x2"), prepared=True)
 def batch_mat_mul_v2(x1, x2, bias, offset_w, *, adj_x1, adj_x2, offset_x):
     _no_quantised_offset(offset_w, offset_x)
-    return _matmul(x1, x2, bias, adj_x1, adj_x2)
+    return _matmul_call(x1, x2, bias, adj_x1, adj_x2)
 
 
 @ge_kernel("BatchMatMulV3", one_dtype=("x1", "x2"), prototype=_V3_PROTOTYPES["BatchMatMulV3"],
-           accepts={"x1": _V3_FLOATS, "x2": _V3_FLOATS}, layout_only={"enable_hf32": _ENABLE_HF32})
+           accepts={"x1": _V3_FLOATS, "x2": _V3_FLOATS}, layout_only={"enable_hf32": _ENABLE_HF32}, prepared=True)
 def batch_mat_mul_v3(x1, x2, bias, offset_w, *, adj_x1, adj_x2, offset_x):
     _no_quantised_offset(offset_w, offset_x)
-    return _matmul(x1, x2, bias, adj_x1, adj_x2)
+    return _matmul_call(x1, x2, bias, adj_x1, adj_x2)
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 

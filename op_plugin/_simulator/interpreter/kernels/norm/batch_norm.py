@@ -40,7 +40,7 @@ SAVE_RSTD_HOLDS_VARIANCE = True
 
 # ---- forward --------------------------------------------------------------------------------------
 
-@ge_kernel("BNInfer", accepts={"x": _F16_F32})
+@ge_kernel("BNInfer", accepts={"x": _F16_F32}, prepared=True)
 def bn_infer(x, scale, offset, mean, variance, *, epsilon, node):
     """y = (x - mean) / sqrt(variance + epsilon) * scale + offset, per channel (inference batch norm)."""
     for name, tensor in (("scale", scale), ("offset", offset), ("mean", mean), ("variance", variance)):
@@ -58,14 +58,26 @@ def bn_infer(x, scale, offset, mean, variance, *, epsilon, node):
     shape[channel] = x.shape[channel]
     if any(t.shape[0] != x.shape[channel] for t in (scale, offset, mean, variance)):
         refuse(f"per-channel inputs must have {x.shape[channel]} entries")
+    dtype = x.dtype
     if channel == 1:  # the call eager makes (aten.batch_norm, inference), in float32
-        y = torch.nn.functional.batch_norm(opmath(x), _f32(mean), _f32(variance), _f32(scale), _f32(offset),
-                                           False, 0.0, epsilon)
-        return y if y.dtype == x.dtype else y.to(x.dtype)
-    rstd = torch.rsqrt(variance.float() + epsilon)
-    y = ((opmath(x) - mean.float().reshape(shape)) * (rstd * scale.float()).reshape(shape)
-         + offset.float().reshape(shape))
-    return y.to(x.dtype)
+        norm, enabled = torch.batch_norm, torch.backends.cudnn.enabled  # what F.batch_norm calls, after its checks
+        if dtype == torch.float32 and all(t.dtype == torch.float32 for t in (scale, offset, mean, variance)):
+            return lambda x, scale, offset, mean, variance: norm(x, scale, offset, mean, variance, False, 0.0,
+                                                                 epsilon, enabled)
+
+        def call(x, scale, offset, mean, variance):
+            y = norm(opmath(x), _f32(scale), _f32(offset), _f32(mean), _f32(variance), False, 0.0, epsilon, enabled)
+            return y if y.dtype == dtype else y.to(dtype)
+
+        return call
+
+    def channels_last(x, scale, offset, mean, variance):
+        rstd = torch.rsqrt(variance.float() + epsilon)
+        y = ((opmath(x) - mean.float().reshape(shape)) * (rstd * scale.float()).reshape(shape)
+             + offset.float().reshape(shape))
+        return y.to(dtype)
+
+    return channels_last
 
 
 def _f32(tensor: torch.Tensor) -> torch.Tensor:

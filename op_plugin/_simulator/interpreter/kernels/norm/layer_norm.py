@@ -37,12 +37,16 @@ def _affine(normed, gamma, beta):
     return normed
 
 
-@ge_kernel("LayerNormV4", widen=True)
+@ge_kernel("LayerNormV4", widen=True, prepared=True)
 def layer_norm_v4(x, normalized_shape, gamma, beta, *, epsilon):
     """The one aten op eager calls (aten.native_layer_norm lowers to LayerNormV4), on float32 for
     16-bit inputs as the NPU kernel computes its statistics; mean/rstd in x's dtype, as
-    aten.native_layer_norm's meta (and so the graph) declares them."""
-    return torch.native_layer_norm(x, int_list(normalized_shape), gamma, beta, epsilon)
+    aten.native_layer_norm's meta (and so the graph) declares them. A fixed normalized_shape is read once."""
+    norm = torch.native_layer_norm
+    if normalized_shape.value is not None:
+        shape = int_list(normalized_shape.value)
+        return lambda x, normalized_shape, gamma, beta: norm(x, shape, gamma, beta, epsilon)
+    return lambda x, normalized_shape, gamma, beta: norm(x, int_list(normalized_shape), gamma, beta, epsilon)
 
 
 def _layer_norm_v1_v3(returns_rstd):

@@ -73,7 +73,7 @@ def _hw_of_1hw1(attrs):
 
 # ---- forward ------------------------------------------------------------------------------------
 
-@ge_kernel("MaxPoolWithArgmaxV1", accepts={"x": _F16_F32}, widen=True)
+@ge_kernel("MaxPoolWithArgmaxV1", accepts={"x": _F16_F32}, widen=True, prepared=True)
 def max_pool_with_argmax_v1(x, *, ksize, strides, pads, dtype, dilation, ceil_mode, node):
     """Max pooling of NCHW data; ksize/strides/pads/dilation are [1, h, w, 1] whatever the layout
     (TorchAir writes pads as [1, pad_h, pad_w, 1]: positions 0 and 3 are placeholders).
@@ -92,9 +92,15 @@ def max_pool_with_argmax_v1(x, *, ksize, strides, pads, dtype, dilation, ceil_mo
                       ("pads", pads, (0, 1))))
     if dtype != 3:  # DT_INT32; the prototype's other argmax type is uint16
         refuse(f"argmax dtype {dtype} is not supported (3, DT_INT32)")
-    y, argmax = F.max_pool2d(x, kernel_size=hw["ksize"], stride=hw["strides"], padding=hw["pads"],
-                             dilation=hw["dilation"], ceil_mode=ceil_mode, return_indices=True)
-    return y, argmax.to(torch.int32)
+    # what F.max_pool2d(..., return_indices=True) calls
+    pool, int32 = torch._C._nn.max_pool2d_with_indices, torch.int32
+    geometry = (hw["ksize"], hw["strides"], hw["pads"], hw["dilation"], ceil_mode)
+
+    def call(x):
+        y, argmax = pool(x, *geometry)
+        return y, argmax.to(int32)
+
+    return call
 
 
 def _max_pool_geometry(count, ksize, strides, pads, dilation, ceil_mode):

@@ -27,16 +27,24 @@ def _reduce(fn, x, axes, keep_dims, noop):
     return fn(x, axes, keep_dims)
 
 
-def _register(op_type, kernel):
+def _register(op_type, kernel, prepared=False):
     kernel.__name__ = kernel.__qualname__ = "reduce_" + op_type[len("Reduce"):].lower()
-    ge_kernel(op_type)(kernel)
+    ge_kernel(op_type, prepared=prepared)(kernel)
+
+
+def _reduce_call(fn, axes, keep_dims, noop):
+    """The call reducing with `fn` over the axes input: read once where it is fixed."""
+    if axes.value is None:
+        return lambda x, axes: _reduce(fn, x, int_list(axes), keep_dims, noop)
+    dims = int_list(axes.value)
+    return lambda x, axes: _reduce(fn, x, dims, keep_dims, noop)
 
 
 def _axes_input(op_type, fn):
-    def kernel(x, axes, *, keep_dims):
-        return _reduce(fn, x, int_list(axes), keep_dims, True)
+    def prepare(x, axes, *, keep_dims):
+        return _reduce_call(fn, axes, keep_dims, True)
 
-    _register(op_type, kernel)
+    _register(op_type, prepare, prepared=True)
 
 
 def _axes_attr(op_type, fn):
@@ -91,9 +99,13 @@ for _suffix, _fn in (("Sum", _sum), ("Max", _amax), ("Min", _amin), ("Prod", _pr
 _axes_input("ReduceLogSumExp", _log_sum_exp)
 
 
-@ge_kernel("ReduceMean")
+@ge_kernel("ReduceMean", prepared=True)
 def reduce_mean(x, axes, *, keep_dims, noop_with_empty_axes):
-    return _reduce(_mean, x, int_list(axes), keep_dims, noop_with_empty_axes)
+    if axes.value is not None and x.dtype in (torch.float32, torch.float64):
+        dims = int_list(axes.value)
+        if dims:  # computed as it is: the call eager makes
+            return lambda x, axes: x.mean(dim=dims, keepdim=keep_dims)
+    return _reduce_call(_mean, axes, keep_dims, noop_with_empty_axes)
 
 
 @ge_kernel("ReduceMeanD")

@@ -83,26 +83,47 @@ def _pairs(paddings, rank, contiguous):
     return [(flat[i], flat[rank + i]) for i in range(rank)]  # [begin0, begin1, ..., end0, end1, ...]
 
 
-@ge_kernel("PadV3", accepts={"paddings": _PADDINGS_DTYPES})
+@ge_kernel("PadV3", accepts={"paddings": _PADDINGS_DTYPES}, prepared=True)
 def pad_v3(x, paddings, constant_values, *, mode, paddings_contiguous):
     """Pad (or, with negative pads, crop) every dim: mode constant (constant_values, default 0),
-    reflect, edge, circular or symmetric."""
+    reflect, edge, circular or symmetric. Fixed paddings are read and checked once."""
     if mode not in ("constant", "reflect", "edge", "circular", "symmetric"):
         refuse(f"mode {mode!r} is not constant, reflect, edge, circular or symmetric")
-    pairs = _pairs(paddings, x.dim(), paddings_contiguous)
-    value = constant_values
-    if value is not None:
-        if value.numel() != 1:
-            refuse(f"constant_values must hold one value, got shape {list(value.shape)}")
-        # TorchAir feeds aten's Python default 0 as an int64 Const whatever x's dtype
-        # (constant_pad_nd, replication_pad1d); the NPU takes the value converted to x's dtype.
-        value = value.to(x.dtype)
+    if constant_values is not None and constant_values.numel() != 1:
+        refuse(f"constant_values must hold one value, got shape {list(constant_values.shape)}")
+    if paddings.value is None:
+        def call(x, paddings, constant_values):
+            return _pad_v3(x, _checked_pairs(x.shape, paddings, mode, paddings_contiguous), constant_values, mode)
+
+        return call
+    pairs = _checked_pairs(x.shape, paddings.value, mode, paddings_contiguous)
+    if mode == "constant" and all(b >= 0 and a >= 0 for b, a in pairs) and x.numel():
+        # The op eager calls (aten.constant_pad_nd); it takes the pads last dim first.
+        flat, pad = [p for before_after in reversed(pairs) for p in before_after], torch.constant_pad_nd
+        if constant_values is None:
+            return lambda x, paddings, constant_values: pad(x, flat, 0)
+        return lambda x, paddings, constant_values: pad(x, flat, _constant(constant_values, x).item())
+    return lambda x, paddings, constant_values: _pad_v3(x, pairs, constant_values, mode)
+
+
+def _constant(value, x):
+    # TorchAir feeds aten's Python default 0 as an int64 Const whatever x's dtype
+    # (constant_pad_nd, replication_pad1d); the NPU takes the value converted to x's dtype.
+    return value.to(x.dtype).reshape(())
+
+
+def _checked_pairs(shape, paddings, mode, contiguous):
+    pairs = _pairs(paddings, len(shape), contiguous)
     if mode != "constant" and any(b < 0 or a < 0 for b, a in pairs):
         refuse(f"negative paddings {pairs} are only defined for mode 'constant'")
     for dim, (before, after) in enumerate(pairs):
-        if x.shape[dim] + before + after < 0:
-            refuse(f"paddings {pairs} crop dim {dim} (size {x.shape[dim]}) below zero")
-    return _pad(x, pairs, mode, value)
+        if shape[dim] + before + after < 0:
+            refuse(f"paddings {pairs} crop dim {dim} (size {shape[dim]}) below zero")
+    return pairs
+
+
+def _pad_v3(x, pairs, constant_values, mode):
+    return _pad(x, pairs, mode, None if constant_values is None else _constant(constant_values, x))
 
 
 @ge_kernel("MirrorPad", accepts={"paddings": _PADDINGS_DTYPES})
