@@ -54,9 +54,22 @@ def _gather(x, indices, axis, batch_dims, negative_ok):
 _PREPROCESSED = "marks indices pre-processed for the NPU kernel's tiling; the gathered values are the same"
 
 
-@ge_kernel("GatherV2", layout_only={"is_preprocessed": _PREPROCESSED})
+@ge_kernel("GatherV2", layout_only={"is_preprocessed": _PREPROCESSED}, prepared=True)
 def gather_v2(x, indices, axis, *, batch_dims, negative_index_support):
-    return _gather(x, indices, int_list(axis)[0], batch_dims, negative_index_support)
+    """A fixed axis is read once; the indices' range is checked on every call (it depends on values)."""
+    if batch_dims != 0:
+        refuse(f"batch_dims={batch_dims} is not supported by the simulator")
+    if axis.value is None:
+        return lambda x, indices, axis: _gather(x, indices, int_list(axis)[0], 0, negative_index_support)
+    dim = int_list(axis.value)[0] % max(x.dim(), 1)
+    size, select = x.shape[dim], torch.index_select
+    shape = list(x.shape[:dim]) + list(indices.shape) + list(x.shape[dim + 1:])
+
+    def call(x, indices, axis):
+        picked = select(x, dim, _checked_indices(indices, size, negative_index_support).reshape(-1))
+        return picked.reshape(shape).contiguous()
+
+    return call
 
 
 @ge_kernel("GatherV2D")

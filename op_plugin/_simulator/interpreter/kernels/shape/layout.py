@@ -58,15 +58,23 @@ def rank(x):
 
 # ---- reshapes --------------------------------------------------------------------------------
 
-@ge_kernel("Reshape")
-def reshape(x, shape, *, axis, num_axes):
+def _target_shape(x_shape, shape, axis, num_axes):
     shape = int_list(shape)
     if axis != 0 or num_axes != -1:
         # Reshape of a sub-range of dims [axis, axis + num_axes).
-        begin = axis % (x.dim() + 1)
-        end = x.dim() if num_axes == -1 else begin + num_axes
-        shape = list(x.shape[:begin]) + shape + list(x.shape[end:])
-    return fresh(x.reshape(shape))
+        begin = axis % (len(x_shape) + 1)
+        end = len(x_shape) if num_axes == -1 else begin + num_axes
+        shape = list(x_shape[:begin]) + shape + list(x_shape[end:])
+    return shape
+
+
+@ge_kernel("Reshape", prepared=True)
+def reshape(x, shape, *, axis, num_axes):
+    """A fixed target shape is worked out once."""
+    if shape.value is not None:
+        dims = _target_shape(x.shape, shape.value, axis, num_axes)
+        return lambda x, shape: fresh(x.reshape(dims))
+    return lambda x, shape: fresh(x.reshape(_target_shape(x.shape, shape, axis, num_axes)))
 
 
 @ge_kernel("Squeeze")
@@ -145,9 +153,12 @@ def bitcast(x, *, type, keep_dim):
 
 # ---- reorders --------------------------------------------------------------------------------
 
-@ge_kernel("Transpose")
+@ge_kernel("Transpose", prepared=True)
 def transpose(x, perm):
-    return x.permute(int_list(perm)).contiguous()
+    if perm.value is not None:
+        dims = int_list(perm.value)
+        return lambda x, perm: x.permute(dims).contiguous()
+    return lambda x, perm: x.permute(int_list(perm)).contiguous()
 
 
 @ge_kernel("TransposeD")
@@ -183,10 +194,13 @@ def _concat(tensors, dim):
     return torch.cat(tensors, dim=dim)
 
 
-@ge_kernel("ConcatV2")
+@ge_kernel("ConcatV2", prepared=True)
 def concat_v2(x, concat_dim, *, N):
     _check_count("N", N, len(x))
-    return _concat(x, int_list(concat_dim)[0])
+    if concat_dim.value is not None:
+        dim = int_list(concat_dim.value)[0]
+        return lambda x, concat_dim: _concat(x, dim)
+    return lambda x, concat_dim: _concat(x, int_list(concat_dim)[0])
 
 
 @ge_kernel("Concat")
@@ -214,15 +228,29 @@ def unpack(x, *, num, axis):
     return tuple(t.contiguous() for t in torch.unbind(x, dim=axis))
 
 
-@ge_kernel("SplitV")
-def split_v(x, size_splits, split_dim, *, num_split):
+def _split_sizes(x_shape, size_splits, split_dim, num_split):
     sizes, dim = int_list(size_splits), int_list(split_dim)[0]
     if -1 in sizes:  # one size may be -1: whatever is left
         known = sum(s for s in sizes if s != -1)
-        sizes = [x.shape[dim] - known if s == -1 else s for s in sizes]
-    if num_split != len(sizes) or sum(sizes) != x.shape[dim]:
-        refuse(f"size_splits {sizes} must be num_split={num_split} sizes adding up to {x.shape[dim]}")
-    return tuple(t.contiguous() for t in torch.split(x, sizes, dim=dim))
+        sizes = [x_shape[dim] - known if s == -1 else s for s in sizes]
+    if num_split != len(sizes) or sum(sizes) != x_shape[dim]:
+        refuse(f"size_splits {sizes} must be num_split={num_split} sizes adding up to {x_shape[dim]}")
+    return sizes, dim
+
+
+@ge_kernel("SplitV", prepared=True)
+def split_v(x, size_splits, split_dim, *, num_split):
+    """Fixed sizes and dim are worked out and checked once."""
+    split = torch.split
+    if size_splits.value is not None and split_dim.value is not None:
+        sizes, dim = _split_sizes(x.shape, size_splits.value, split_dim.value, num_split)
+        return lambda x, size_splits, split_dim: tuple(t.contiguous() for t in split(x, sizes, dim=dim))
+
+    def call(x, size_splits, split_dim):
+        sizes, dim = _split_sizes(x.shape, size_splits, split_dim, num_split)
+        return tuple(t.contiguous() for t in split(x, sizes, dim=dim))
+
+    return call
 
 
 @ge_kernel("Split")
@@ -250,10 +278,13 @@ def tile(x, multiples):
     return x.repeat(int_list(multiples))
 
 
-@ge_kernel("BroadcastTo", "Expand")
+@ge_kernel("BroadcastTo", "Expand", prepared=True)
 def broadcast_to(x, shape):
     # -1 keeps the input's size (torch.expand semantics; GE accepts it as well).
-    return x.expand(int_list(shape)).contiguous()
+    if shape.value is not None:
+        dims = int_list(shape.value)
+        return lambda x, shape: x.expand(dims).contiguous()
+    return lambda x, shape: x.expand(int_list(shape)).contiguous()
 
 
 # ---- triangles -------------------------------------------------------------------------------

@@ -22,13 +22,21 @@ _INDEX_NUMBER = (torch.int32, torch.int64)
 
 # ---- Slice, StridedSlice ---------------------------------------------------------------------
 
-@ge_kernel("Slice")
-def slice_(x, offsets, size):
+def _slice_index(x_shape, offsets, size) -> tuple:
     index = []
     for dim, (offset, length) in enumerate(zip(int_list(offsets), int_list(size), strict=True)):
-        end = x.shape[dim] if length == -1 else offset + length
+        end = x_shape[dim] if length == -1 else offset + length
         index.append(slice(offset, end))
-    return x[tuple(index)].contiguous()
+    return tuple(index)
+
+
+@ge_kernel("Slice", prepared=True)
+def slice_(x, offsets, size):
+    """Fixed offsets and size are read once."""
+    if offsets.value is not None and size.value is not None:
+        index = _slice_index(x.shape, offsets.value, size.value)
+        return lambda x, offsets, size: x[index].contiguous()
+    return lambda x, offsets, size: x[_slice_index(x.shape, offsets, size)].contiguous()
 
 
 def _strided_slice(x, begin, end, axes, strides, masks):
