@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from _lowbit_oracles import code_value as _code_value, nearest_code as _nearest_code, pack_loop as _pack_loop
+from tests.simulator._lowbit_oracles import (code_value as _code_value, nearest_code as _nearest_code,
+                                             pack_loop as _pack_loop)
 from op_plugin._simulator.interpreter.kernels.formats import fp8_saturating_rint
 from op_plugin._simulator.interpreter.kernels.formats import pack_int4 as ge_pack_int4
 from op_plugin._simulator.npu.formats import pack_int4, to_fp8, unpack_int4

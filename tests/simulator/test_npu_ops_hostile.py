@@ -16,8 +16,9 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from _npu_hostile_calls import NEEDS_PROCESS_GROUP, VALID
-from _npu_hostile_mutations import HUGE, Hang, bounded, contiguous_copy, int_arguments, replace_int, variants
+from tests.simulator._npu_hostile_calls import NEEDS_PROCESS_GROUP, VALID
+from tests.simulator._npu_hostile_mutations import (HUGE, Hang, bounded, contiguous_copy, int_arguments, replace_int,
+                                                    variants)
 from op_plugin._simulator.npu import ops
 
 pytestmark = pytest.mark.usefixtures("torchair")

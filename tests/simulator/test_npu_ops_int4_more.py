@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from _lowbit_oracles import nearest_code as _nearest_code, pack_loop as _pack_loop, unpack_loop as _unpack_loop
+from tests.simulator._lowbit_oracles import (nearest_code as _nearest_code, pack_loop as _pack_loop,
+                                             unpack_loop as _unpack_loop)
 from op_plugin._simulator.interpreter.kernels.quant.dynamic_quant import ascend_anti_quant_v2
 from op_plugin._testing_harness import assert_close, check_compiled, run_node
 
