@@ -20,7 +20,13 @@ single right value; ops that ask for it refuse it by name (``refuse_hifloat8``).
 """
 from __future__ import annotations
 
+import functools
+
 import torch
+
+from ..._ge.values import TORCH_TO_GE
+from ..interpreter.errors import KernelError
+from ..interpreter.kernels.formats import pack_int4 as ge_pack_int4
 
 FP8_LARGEST = {torch.float8_e5m2: 57344.0, torch.float8_e4m3fn: 448.0}
 # torch's ScalarType numbers and torch_npu's own dtype numbers (what an `int dst_dtype` carries) for fp8.
@@ -64,3 +70,78 @@ def unpack_int4(words: torch.Tensor) -> torch.Tensor:
     """The inverse of `pack_int4`: int32 [..., n] -> int8 [..., 8n] in [-8, 7]."""
     nibbles = torch.stack([(words.to(torch.int64) >> (4 * index)) & 0xF for index in range(8)], dim=-1)
     return torch.where(nibbles > INT4_HIGH, nibbles - 16, nibbles).to(torch.int8).flatten(-2)
+
+
+# ---- shared by the quantisation adapters (quant.py, quant_fused.py, quant_lowbit.py) --------------------------
+
+# torch's ScalarType numbers (what an `int dtype` argument carries) for the dtypes these ops name.
+SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 3: torch.int32, 5: torch.float16, 6: torch.float32,
+                12: torch.qint8, 13: torch.quint8, 14: torch.qint32, 15: torch.bfloat16, 16: torch.quint4x2,
+                23: torch.float8_e5m2, 24: torch.float8_e4m3fn}
+# torch_npu's own dtype numbers (ints on a CPU host; docs/torch-npu-ops.md).
+NPU_DTYPES = {285: "int4", 290: "hifloat8", 291: "float8_e5m2", 292: "float8_e4m3fn", 296: "float4_e2m1fn_x2",
+              297: "float4_e1m2fn_x2", 293: "float8_e8m0fnu"}
+_PLAIN = {torch.qint8: torch.int8, torch.quint8: torch.uint8, torch.qint32: torch.int32}
+
+
+def fail(op, message, kind=ValueError):
+    raise kind(f"npu::{op}: {message}")
+
+
+def scalar_dtype(op, what, value, default):
+    """An `int dtype` argument (a torch.dtype or its ScalarType number) as a torch.dtype."""
+    if value is None:
+        return default
+    if isinstance(value, torch.dtype):
+        return value
+    if int(value) in NPU_DTYPES:
+        fail(op, f"{what}={value} (torch_npu.{NPU_DTYPES[int(value)]}) is a format the CPU simulator does not "
+                 "emulate; use int8", NotImplementedError)
+    if int(value) not in SCALAR_TYPES:
+        fail(op, f"{what}={value} is not a dtype this op takes")
+    return SCALAR_TYPES[int(value)]
+
+
+def int_out(op, what, value, default=torch.int8, int4=False):
+    """The integer dtype of a quantised output (torch.int4 for torch.quint4x2 when `int4`); refuses formats the
+    simulator does not emulate (NotImplementedError) and non-integer dtypes (ValueError)."""
+    dtype = scalar_dtype(op, what, value, default)
+    plain = _PLAIN.get(dtype, dtype)
+    if plain == torch.quint4x2:
+        if int4:
+            return torch.int4
+        fail(op, f"{what}=torch.quint4x2 (8 int4 values packed into an int32): not emulated for this op; use "
+                 "torch.int8", NotImplementedError)
+    if plain in (torch.float8_e5m2, torch.float8_e4m3fn):
+        fail(op, f"{what}={plain} (fp8 output, Ascend 950 only) is not emulated by the CPU simulator",
+             NotImplementedError)
+    if plain not in (torch.int8, torch.uint8, torch.int32):
+        fail(op, f"{what}={dtype} is not an integer output dtype of this op")
+    return plain
+
+
+def ge_number(dtype: torch.dtype) -> int:
+    """A torch dtype's ge::DataType number (what a GE dtype attr carries)."""
+    return TORCH_TO_GE[dtype]
+
+
+def packed_int4(y: torch.Tensor) -> torch.Tensor:
+    """A DT_INT4 output (torch.int4, one per byte) as torch_npu's eager ops return it: 8 per int32 along the last
+    dim, as TorchAir's converters Bitcast it (the same GE Bitcast kernel: ``interpreter/kernels/formats.py``)."""
+    return ge_pack_int4(y, torch.int32, keep_dim=True)
+
+
+def quant_refusals(op: str):
+    """Decorator (``checks.named_refusals`` for the quantisation adapters): a GE kernel's refusal re-raised
+    naming the npu op; a case the simulator does not emulate (its message says what is "simulated") as
+    NotImplementedError, any other refusal as ValueError."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def kernel(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except KernelError as error:
+                kind = NotImplementedError if "simulated" in str(error) else ValueError
+                raise kind(f"npu::{op}: {error}") from None
+        return kernel
+    return wrap

@@ -1,9 +1,9 @@
 """CPU reference kernels of torch_npu's npu_quant_scatter and npu_quant_scatter_ (in place).
 
 On an NPU both call aclnnInplaceQuantScatter(V2), the CANN kernel their GE type QuantUpdateScatter runs
-in graph mode, so each maps its arguments onto that GE kernel
-(``interpreter/kernels/index/scatter.py``: semantics and refusals documented there and in
-docs/torch-npu-ops.md) and names the op in every refusal:
+in graph mode, so each maps its arguments onto that GE kernel,
+``ge_op("QuantUpdateScatter")`` (``interpreter/kernels/index/scatter.py``: semantics and refusals documented
+there and in docs/torch-npu-ops.md) and names the op in every refusal:
 
 * ``dst_type`` (torch's ScalarType number) must be self's dtype: None or 1 int8, 23 float8_e5m2, 24
   float8_e4m3fn; 290 (torch_npu's hifloat8, self holding its bits as int8/uint8) has no CPU dtype: refused.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..interpreter.kernels.index import scatter as kernels
+from ..interpreter.calls import ge_op
 from .checks import named_refusals, writable
 
 _DST = {None: torch.int8, 1: torch.int8, 23: torch.float8_e5m2, 24: torch.float8_e4m3fn}
@@ -37,8 +37,8 @@ def _check(op, self, indices, dst_type):
 def npu_quant_scatter(self, indices, updates, quant_scales, quant_zero_points=None, axis=-2, quant_axis=-1,
                       reduce="update", dst_type=None, round_mode="rint"):
     _check("npu_quant_scatter", self, indices, dst_type)
-    return kernels.quant_update_scatter_values(self, indices, updates, quant_scales, quant_zero_points, reduce, axis,
-                                               quant_axis, round_mode or "rint")
+    return ge_op("QuantUpdateScatter")(self, indices, updates, quant_scales, quant_zero_points, reduce=reduce,
+                                       axis=axis, quant_axis=quant_axis, round_mode=round_mode or "rint")
 
 
 @named_refusals("npu_quant_scatter_")
@@ -46,8 +46,8 @@ def npu_quant_scatter_(self, indices, updates, quant_scales, quant_zero_points=N
                        reduce="update", dst_type=None, round_mode="rint"):
     _check("npu_quant_scatter_", self, indices, dst_type)
     writable("npu_quant_scatter_", self=self)
-    out = kernels.quant_update_scatter_values(self, indices, updates, quant_scales, quant_zero_points, reduce, axis,
-                                              quant_axis, round_mode or "rint")
+    out = ge_op("QuantUpdateScatter")(self, indices, updates, quant_scales, quant_zero_points, reduce=reduce,
+                                      axis=axis, quant_axis=quant_axis, round_mode=round_mode or "rint")
     return self.copy_(out)
 
 

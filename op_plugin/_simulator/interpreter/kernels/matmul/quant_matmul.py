@@ -58,9 +58,10 @@ def _scale(scale, out, pertoken_scale, bias, offset):
     if scale.dtype in (torch.int64, torch.uint64):
         bits = scale.to(torch.int64) if scale.dtype != torch.int64 else scale
         if out != torch.float16 or pertoken_scale is not None or (bias is not None and bias.dtype != torch.int32):
-            refuse("an int64/uint64 scale goes with float16 output, no pertoken_scale and an int32 bias or none")
+            refuse("an int64 scale goes with float16 output, no pertoken_scale and an int32 bias or none (a uint64 "
+                   "one too)")
         if bool(((bits & ~(0xFFFFFFFF | (1 << 46))) != 0).any()):
-            refuse("an int64 scale with offset bits (37-45): an int8 requantisation, not simulated")
+            refuse("an int64 scale with offset bits (37-45) or other high bits: an int8 requantisation, not simulated")
         return (bits & 0xFFFFE000).to(torch.int32).view(torch.float32)
     if out == torch.float16 and (scale.dtype != torch.float32 or pertoken_scale is None):
         refuse("float16 output takes an int64 scale (npu_trans_quant_param), or a float32 scale with pertoken_scale: "
@@ -75,12 +76,17 @@ def quant_batch_matmul_v3(x1, x2, scale, offset, bias, pertoken_scale, *, dtype,
     out = acc * scale [* pertoken_scale] (+ float bias), rounded once to float16/bfloat16 (scales: _scale)."""
     out = attr_dtype("dtype", dtype)
     if out not in _HALF:
-        refuse(f"output dtype {out}: only float16/bfloat16 are simulated (int8 requantisation and int32 outputs "
-               "are done in the cube's fixpipe, whose rounding CANN does not document)")
+        refuse(f"dtype={dtype} (output_dtype {out}): only float16/bfloat16 outputs are simulated (int8 "
+               "requantisation and int32 outputs round in the cube's fixpipe, whose rounding CANN does not document)")
     a = x1.transpose(-1, -2) if transpose_x1 else x1
     b = x2.transpose(-1, -2) if transpose_x2 else x2
-    if a.shape[-1] != b.shape[-2]:
-        refuse(f"x1 {list(a.shape)} and x2 {list(b.shape)} do not multiply")
+    if a.dim() < 2 or b.dim() < 2 or a.shape[-1] != b.shape[-2]:
+        refuse(f"x1 {list(a.shape)} and x2 {list(b.shape)} do not multiply (x1's k must be x2's second-last dim)")
+    n = b.shape[-1]
+    if scale.dim() != 1 or scale.shape[0] not in (1, n):
+        refuse(f"scale of shape {tuple(scale.shape)} is not (1,) or ({n},)")
+    if pertoken_scale is not None and pertoken_scale.shape != a.shape[-2:-1]:
+        refuse(f"pertoken_scale must be of shape ({a.shape[-2]},); got {tuple(pertoken_scale.shape)}")
     acc = torch.matmul(a.to(torch.int64), b.to(torch.int64))
     int_bias = bias is not None and bias.dtype == torch.int32
     if int_bias:
@@ -108,6 +114,9 @@ def weight_quant_batch_matmul_v2(x, weight, antiquant_scale, antiquant_offset, q
         refuse("quant_scale/quant_offset (an int8 output) are not simulated")
     if antiquant_scale.dtype != x.dtype:
         refuse(f"antiquant_scale of dtype {antiquant_scale.dtype}: only x's dtype is simulated (not int64/e8m0)")
+    if x.dim() != 2 or weight.dim() != 2:
+        refuse(f"x {tuple(x.shape)} and weight {tuple(weight.shape)} must be 2-D (M, K) and (K, N), as the op's "
+               "Meta gives (M, N)")
     a = x.transpose(-1, -2) if transpose_x else x
     w = weight.transpose(-1, -2) if transpose_weight else weight
     k, n = w.shape[-2], w.shape[-1]
@@ -131,6 +140,6 @@ def _antiquant(param, k, n, group_size):
         if tuple(param.shape) != (groups, n):
             refuse(f"a per-group parameter of shape {list(param.shape)} is not [{groups}, {n}]")
         return param.float().repeat_interleave(group_size, dim=0)[:k]
-    if param.numel() not in (1, n):
+    if param.numel() not in (1, n) or (param.numel() == n and param.shape[-1] != n):
         refuse(f"an antiquant parameter of shape {list(param.shape)} is not per-tensor or per-channel ({n})")
     return param.float().reshape(1, -1)

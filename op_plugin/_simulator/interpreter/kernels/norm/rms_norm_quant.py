@@ -69,6 +69,9 @@ def add_rms_norm_dynamic_quant(x1, x2, gamma, smooth_scale1, smooth_scale2, beta
     if int(dst_type) not in (_GE_INT8, _GE_INT4):
         refuse(f"dst_type={dst_type}: only DT_INT8 and DT_INT4 outputs are simulated (fp8/hifloat8 are not)")
     int4 = int(dst_type) == _GE_INT4   # the kernel's quantMaxVal: 7 for int4, 127 for int8 (its _base.h)
+    if x1.shape != x2.shape or gamma.shape != x1.shape[-1:]:
+        refuse(f"x1 {list(x1.shape)} and x2 {list(x2.shape)} must be equal (CANN does not broadcast them) and gamma "
+               f"{list(gamma.shape)} their last dim")
     # add_rms_norm_dynamic_quant_normal_kernel.h: the float32 sum is normalised; x is its rounding
     total = x1.float() + x2.float()
     y = total * _inv_rms(total, epsilon) * gamma.float()

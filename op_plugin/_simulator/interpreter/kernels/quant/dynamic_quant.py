@@ -59,15 +59,30 @@ def _to_int(values, dtype):
 
 
 def _smoothed(x, smooth_scales, group_index):
+    """x in float32 times smooth_scales ([H], or [G, H] with group_index: one row per group of tokens). The
+    aclnnDynamicQuant(V2) constraints: x of more than one dim; smooth_scales x's dtype; group_index only with
+    smooth_scales, its cumulative ends rising to the token count."""
+    if x.dim() < 2:
+        refuse(f"x must have more than one dim (got shape {tuple(x.shape)})")
     wide = x.float()
     if smooth_scales is None:
+        if group_index is not None:
+            refuse("group_index is given without smooth_scales")
         return wide
+    if smooth_scales.dtype != x.dtype:
+        refuse(f"smooth_scales has dtype {smooth_scales.dtype}, x {x.dtype}: they must match")
     if group_index is None:
+        if smooth_scales.shape != x.shape[-1:]:
+            refuse(f"smooth_scales of shape {tuple(smooth_scales.shape)} is not ({x.shape[-1]},)")
         return wide * smooth_scales.float()
     rows, ends = wide.reshape(-1, x.shape[-1]), [int(v) for v in group_index.reshape(-1).tolist()]
+    if smooth_scales.dim() != 2 or smooth_scales.shape[1] != x.shape[-1] or smooth_scales.shape[0] != len(ends):
+        refuse(f"smooth_scales of shape {tuple(smooth_scales.shape)} with {len(ends)} groups is not "
+               f"({len(ends)}, {x.shape[-1]})")
     starts = [0, *ends[:-1]]
     if any(end < start for start, end in zip(starts, ends, strict=True)) or (ends and ends[-1] != rows.shape[0]):
-        refuse(f"group_index {ends} must rise to the token count {rows.shape[0]} (other values are undefined)")
+        refuse(f"group_index {ends} must rise from 0 to the token count {rows.shape[0]} (CANN leaves any other "
+               "value undefined)")
     scaled = torch.cat([rows[start:end] * smooth_scales[group].float()
                         for group, (start, end) in enumerate(zip(starts, ends, strict=True))])
     return scaled.reshape(wide.shape)
@@ -143,6 +158,8 @@ def dynamic_quant_v2(x, smooth_scales, group_index, *, dst_type, is_symmetrical,
 def _along(param, x, axis):
     """A 1-D scale/offset laid along x's dim `axis` (others broadcast); an x-ranked one as it is."""
     if param.dim() != 1:
+        if param.dim() != x.dim() or any(n != 1 for d, n in enumerate(param.shape) if d != axis % x.dim()):
+            refuse(f"a scale/offset of shape {tuple(param.shape)} is not 1-D nor 1 everywhere but dim {axis} of x")
         return param
     if param.shape[0] not in (1, x.shape[axis]):
         refuse(f"a scale/offset of {param.shape[0]} values does not fit dim {axis} of x ({x.shape[axis]})")
@@ -162,8 +179,8 @@ def ascend_quant_v2(x, scale, offset, *, sqrt_mode, round_mode, dst_type, axis):
     dst_type = _int8_or_int4(dst_type)
     if round_mode not in _ROUNDING:
         refuse(f"round_mode={round_mode!r} is not round, floor, ceil or trunc (hybrid is hifloat8 only)")
-    if axis not in (-1, -2, x.dim() - 1, x.dim() - 2) or x.dim() < 1:
-        refuse(f"axis={axis} is not one of x's last two dims")
+    if x.dim() < 1 or not -x.dim() <= axis < x.dim() or axis % x.dim() < x.dim() - 2:
+        refuse(f"axis={axis} is not one of x's last two dims (x has {x.dim()})")
     wide_scale = _along(scale, x, axis).float()
     result = x.float() * wide_scale * (wide_scale if sqrt_mode else 1.0)
     if offset is not None:
@@ -180,8 +197,11 @@ def quantize(x, scales, zero_points, *, dtype, axis):
     uint8, "torch.qint32" int32); scales/zero_points broadcast against x (TorchAir unsqueezes them)."""
     if dtype not in _QUANTIZE_OUT:
         refuse(f"dtype={dtype!r}: only torch.qint8, torch.quint8 and torch.qint32 are simulated")
+    for what, param in (("scales", scales), ("zero_points", zero_points)):
+        if param is not None and torch.broadcast_shapes(param.shape, x.shape) != x.shape:
+            refuse(f"{what} of shape {tuple(param.shape)} does not fit x {tuple(x.shape)} along axis {axis}")
     if bool((scales == 0).any()):
-        refuse("a scale of 0: x / 0 is not defined by CANN")
+        refuse("a scale of 0: x / 0 is not defined by CANN (its docs require non-zero scales)")
     result = x.float() / scales.float()
     if zero_points is not None:
         result = result + zero_points.float()
@@ -195,9 +215,15 @@ def ascend_anti_quant_v2(x, scale, offset, *, dst_type, sqrt_mode):
     """y = dst_type((x + offset) * scale) (* scale again with sqrt_mode), computed in float32; x int8, int4
     (DT_INT4, unpacked by TorchAir's Bitcast) or fp8 (exact in float32)."""
     if x.dtype not in _ANTI_QUANT_X:
-        refuse(f"x of dtype {x.dtype}: int8, int4, float8_e5m2 and float8_e4m3fn are simulated (hifloat8 is not)")
+        refuse(f"x of dtype {x.dtype}: int8, int4, float8_e5m2 and float8_e4m3fn x are simulated; hifloat8 (and any "
+               "other) is not simulated")
     if x.dtype == torch.int4:
         x = x.view(torch.int8)   # one int4 value per byte
+    if x.dtype in (torch.float8_e5m2, torch.float8_e4m3fn) and any(
+            t is not None and t.dtype != torch.float32 for t in (scale, offset)):
+        refuse("an fp8 x takes float32 scale and offset (torch_npu's Meta)")
+    if offset is not None and (offset.dtype, offset.shape) != (scale.dtype, scale.shape):
+        refuse("offset must have scale's dtype and shape (CANN's constraint)")
     out_dtype = attr_dtype("dst_type", dst_type)
     if out_dtype not in _HALF:
         refuse(f"dst_type={dst_type} ({out_dtype}): CANN writes float16 (1) or bfloat16 (27) only")
@@ -214,7 +240,13 @@ def ascend_anti_quant_v2(x, scale, offset, *, dst_type, sqrt_mode):
 def trans_quant_param_v2(scale, offset, *, round_mode):
     """The FP19 scale (float32's top 19 bits) at bits 0-31, bit 46 set, the int9 offset at bits 37-45."""
     if round_mode != 0:
-        refuse(f"round_mode={round_mode}: only 0 (truncation) is simulated; the README does not give mode 1's rounding")
+        refuse(f"round_mode={round_mode}: not simulated (only 0, truncation to the top 19 bits; the README does not "
+               "give mode 1's rounding bit-exactly)")
+    if not (scale.dim() == 1 or (scale.dim() == 2 and scale.shape[0] == 1)) or (
+            offset is not None and (offset.dim() != 1 if scale.dim() == 1 else offset.shape != scale.shape)):
+        given = None if offset is None else tuple(offset.shape)
+        refuse(f"scale {tuple(scale.shape)} must be (n,) or (1, n), offset {given} (n,) or (1,) beside an (n,) "
+               "scale and scale's shape beside a (1, n) one (torch_npu's Meta)")
     out = torch.bitwise_or(torch.bitwise_and(scale.view(torch.int32).to(torch.int64), 0xFFFFE000), 1 << 46)
     if offset is None:
         return out
@@ -222,4 +254,4 @@ def trans_quant_param_v2(scale, offset, *, round_mode):
         refuse("an offset exactly halfway between integers: the README does not say how Round breaks the tie")
     nine = torch.bitwise_and(torch.clamp(torch.round(offset), -256, 255).to(torch.int64), 0x1FF)
     out, nine = torch.broadcast_tensors(out, nine)
-    return torch.bitwise_or(torch.bitwise_and(out, 0x4000FFFFFFFF), torch.bitwise_left_shift(nine, 37))
+    return torch.bitwise_or(torch.bitwise_and(out, 0x4000FFFFFFFF), torch.bitwise_left_shift(nine, 37)).contiguous()

@@ -64,6 +64,8 @@ def dequant_swiglu_quant(x, weight_scale, activation_scale, bias, quant_scale, q
             refuse("an int32 x needs weight_scale and activation_scale")
         per_channel = weight_scale.float().reshape(-1, x.shape[-1])
         wide = wide * (per_channel if rows is None else per_channel[rows]) * activation_scale.float().reshape(-1, 1)
+    elif weight_scale is not None or activation_scale is not None:
+        refuse("weight_scale/activation_scale go with an int32 x only")
     half = x.shape[-1] // 2
     a, b = wide[:, :half], wide[:, half:]
     gate, linear = (a, b) if activate_left else (b, a)
