@@ -9,7 +9,7 @@ imports run one way (checked by `lint-imports`, see docs/design.md):
 `_base` -> `_ge` -> `_spec` -> `_registry` -> `_lowering` -> `_simulator` -> `_backend` -> `_tools`.
 """
 from . import _backend
-from ._backend import NpuGraphConfig, load_torchair, npugraph_backend
+from ._backend import NpuGraphConfig, load_torchair, npugraph_backend, register_ge_kernel
 from ._base.errors import MissingImplementationError, OpPluginError, YamlSpecError
 from ._registry.decorators import backward, converter, meta, reference, setup_context
 from ._registry.load import LoadedOps, is_loaded, load_yaml
@@ -20,7 +20,7 @@ from ._tools.inspect.inspect import InspectReport, inspect
 __all__ = [
     "backward", "converter", "is_loaded", "load_torchair", "load_yaml", "LoadedOps", "meta", "reference",
     "setup_context",
-    "npugraph_backend",
+    "npugraph_backend", "register_ge_kernel",
     "NpuGraphConfig", "inspect", "InspectReport", "compare", "CompareReport",
     "MissingImplementationError", "OpPluginError", "YamlSpecError", "shipped_yaml_files",
 ]

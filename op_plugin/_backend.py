@@ -309,3 +309,14 @@ def _npugraph_ex_backend() -> Callable:
 def _warn_once(message: str) -> None:
     # The default warnings filter shows a given message once per call site.
     warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def register_ge_kernel(op_type: str, kernel, *, replace: bool = False):
+    """Make the CPU simulator run `kernel` for GE nodes of `op_type` (a type it has no kernel for, or,
+    with `replace=True`, instead of its built-in one); returns a handle whose `destroy()` undoes it.
+
+    `kernel` takes the node's inputs by position (as CANN's prototype of the type orders them: a
+    dynamic input as a list, an optional input left unfed as None) and its attrs as keyword arguments,
+    and returns its output tensor(s). Only the simulator uses it: on an Ascend host GE runs CANN's
+    kernels."""
+    return _simulator.register_ge_kernel(op_type, kernel, replace=replace)

@@ -16,12 +16,13 @@ from ._tools.compare.command import CompareCommand
 from ._tools.declared.command import DeclaredCasesCommand
 from ._tools.demo.command import DemoCommand
 from ._tools.inspect.command import InspectCommand
+from ._tools.simulator_setup.command import SetupSimulatorCommand
 from ._tools.user_tests.command import UserTestsCommand
 from ._tools.yaml_ops.command import ListCommand, ValidateCommand
 
 COMMANDS: tuple[Command, ...] = (
     ValidateCommand(), ListCommand(), DemoCommand(), InspectCommand(), MsopgenCommand(), OpprotoCommand(),
-    DeclaredCasesCommand(), UserTestsCommand(), CompareCommand(),
+    DeclaredCasesCommand(), UserTestsCommand(), CompareCommand(), SetupSimulatorCommand(),
 )
 
 

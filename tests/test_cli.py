@@ -100,7 +100,7 @@ def test_the_command_table_is_the_parser():
 
     names = [c.name for c in COMMANDS]
     assert names == ["validate", "list", "demo", "inspect", "msopgen", "opproto", "declared-cases", "test",
-                     "compare"]
+                     "compare", "setup-simulator"]
     parser = build_parser()
     choices = parser._subparsers._group_actions[0].choices  # pylint: disable=protected-access
     assert list(choices) == names
@@ -129,3 +129,14 @@ def test_the_command_table_is_the_parser():
                 name = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
                 assert name.split(".")[0] in sys.stdlib_module_names | {"__future__"}, (module.__name__, name)
 
+
+def test_setup_simulator_unpacks_into_the_folder_it_is_given(tmp_path, monkeypatch):
+    """`op-plugin setup-simulator [TARGET]` is the install command the simulator's errors name."""
+    from op_plugin._simulator.hosting import install
+    from op_plugin.cli import main
+
+    seen = []
+    monkeypatch.setattr(install, "install_simulator", lambda target: seen.append(target) or tmp_path)
+    assert main(["setup-simulator", str(tmp_path)]) == 0
+    assert seen == [str(tmp_path)]
+    assert "op-plugin setup-simulator" in install.INSTALL_HINT

@@ -65,7 +65,7 @@ def render_page() -> str:
         "and the simulator's GE executor (`op_plugin/_simulator/interpreter/executor/`) runs the GE graph node",
         "by node on the CPU. A node whose type is not listed here fails with `GE op type 'X' (node ...)",
         "has no CPU kernel in the op_plugin simulator`; add one with",
-        "`op_plugin._simulator.register_ge_kernel('X', fn)`, where `fn` takes the node's inputs by",
+        "`op_plugin.register_ge_kernel('X', fn)`, where `fn` takes the node's inputs by",
         "position and its attrs as keyword arguments and returns its output tensor(s); built-in kernels",
         "are bound to their CANN REG_OP prototypes (docs/contributing.md). Custom GE types of YAML ops",
         "(`ge: {type: ...}` that is not a CANN built-in) need no kernel here: the executor runs the op's",

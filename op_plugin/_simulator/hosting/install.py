@@ -29,7 +29,7 @@ from ..._base.wheel import ENV_VAR, TORCH_NPU_VERSION, missing_parts, simulator_
 __all__ = ["ENV_VAR", "TORCH_NPU_VERSION", "install_simulator", "missing_parts", "simulator_dir", "torchair_parent"]
 TORCH_NPU_REQUIREMENT = f"torch-npu=={TORCH_NPU_VERSION}"
 MARKER_NAME = ".op-plugin-simulator-complete"
-INSTALL_HINT = "run `make setup` or `python -m op_plugin._simulator.hosting.install`"
+INSTALL_HINT = "run `make setup` or `op-plugin setup-simulator`"
 
 def _marker_ok(folder: Path) -> bool:
     marker = folder / MARKER_NAME

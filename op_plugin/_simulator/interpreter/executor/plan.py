@@ -425,7 +425,7 @@ def _kernel_for(op):
     if entry is None:
         raise GeExecutionError(
             f"GE op type {op.type!r} (node {op.name!r}) has no CPU kernel in the op_plugin simulator. "
-            f"Add one with op_plugin._simulator.register_ge_kernel({op.type!r}, fn), where fn takes the "
+            f"Add one with op_plugin.register_ge_kernel({op.type!r}, fn), where fn takes the "
             "node's inputs by position and its attrs as keyword arguments and returns its output tensor(s) "
             "(docs/contributing.md)"
         )

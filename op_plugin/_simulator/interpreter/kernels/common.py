@@ -6,6 +6,7 @@ names the node.
 from __future__ import annotations
 
 import contextvars
+import sys
 
 import torch
 
@@ -70,6 +71,11 @@ def require_dtype(what: str, tensor, allowed) -> None:
         refuse(f"{what} has dtype {str(tensor.dtype).replace('torch.', '')}; the GE prototype takes {names}")
 
 
+def _caller_module() -> str:
+    """The module that made a kernel with a factory below (docs and tools file the kernel under it)."""
+    return sys._getframe(2).f_globals.get("__name__", __name__)
+
+
 def binary_kernel(name: str, fn):
     """The prepare phase of a binary op whose prototype is (x1, x2) -> y with no attrs, computing
     fn(x1, x2) (register with `prepared=True`): its call is `fn` itself, whatever the specs."""
@@ -77,6 +83,7 @@ def binary_kernel(name: str, fn):
         return fn
 
     prepare.__name__ = prepare.__qualname__ = name
+    prepare.__module__ = _caller_module()
     return prepare
 
 
@@ -87,6 +94,7 @@ def unary_kernel(name: str, fn):
         return fn
 
     prepare.__name__ = prepare.__qualname__ = name
+    prepare.__module__ = _caller_module()
     return prepare
 
 
@@ -104,6 +112,7 @@ def unary_in_float32(name: str, fn):
         return lambda x: fn(opmath(x)).to(dtype)
 
     prepare.__name__ = prepare.__qualname__ = name
+    prepare.__module__ = _caller_module()
     return prepare
 
 
