@@ -15,20 +15,11 @@ and a host adds its own per-op pieces through the `op_hook` of `install_converte
 May import: `op_plugin._base`, `_spec`, `_ge`, `_registry`, torch. Never the simulator or the
 backend; TorchAir only as the module handed to `install_converters`.
 """
-# The converter modules declare op_plugin's converters in `registry` when imported: importing any
-# part of the lowering makes the registry complete.
-from . import (  # noqa: F401
-    aten_completions,
-    aten_converters,
-    collective_converters,
-    core_converters,
-    foreach_converters,
-    moe_converters,
-    npu_moe_converters,
-    npu_format_converters,
-    npu_training_converters,
-    numeric_corrections,
-    quant_converters,
-    rng_converters,
-    vision_converters,
-)
+# The converter modules declare op_plugin's converters in `registry` when imported: every module of
+# the package is imported here (found, not listed: a new converter module is a new file), so importing
+# any part of the lowering makes the registry complete.
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+for _module in sorted(info.name for info in _pkgutil.iter_modules(__path__) if not info.name.startswith("_")):
+    _importlib.import_module(f"{__name__}.{_module}")
