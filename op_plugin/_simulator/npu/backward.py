@@ -1,19 +1,21 @@
-"""CPU reference kernels of torch_npu's backward ops, and the autograd formulas torch_npu registers for
-its forward ops (its C++ ``NpuRmsNormBackward0`` ... nodes, generated from op-plugin's derivatives.yaml).
+"""CPU kernels of torch_npu's backward ops, and the autograd formulas torch_npu registers for its forward ops
+(its C++ ``NpuRmsNormBackward0`` ... nodes, generated from op-plugin's derivatives.yaml).
 
-Backward ops (float32 inside for 16-bit inputs, rounded once):
+On an NPU a backward op runs the CANN kernel its GE type runs in a graph, so each is an adapter over that GE
+kernel (``ge_op(type)``; semantics and refusals documented with the kernel) that maps the arguments and names the
+op in every refusal:
 
-* ``npu_rms_norm_backward(dy, self, gamma, rstd) -> (dx, dgamma)``: with ``g = dy * gamma`` and ``xr = x *
-  rstd``, ``dx = rstd * (g - xr * mean(g * xr))`` over the normalized (last ``gamma.dim()``) dims,
-  ``dgamma = sum(dy * xr)`` over the others, float32 (the wheel's Meta; CANN RmsNormGrad).
-* ``npu_swiglu_backward(grad_output, self, dim)``: ``A, B`` the halves of x; ``dA = g * B * s * (1 + A * (1 - s))``,
-  ``dB = g * A * s`` with ``s = sigmoid(A)``, concatenated along ``dim``.
-* ``npu_rotary_mul_backward(grad, self, r1, r2, rotary_mode)``: ``dx = g * r1 + R^T(g * r2)`` with R the
-  mode's rotation ("half", "interleave", "quarter"; "interleave-half" through the de-interleave first),
-  ``dr1 = sum(g * x)``, ``dr2 = sum(g * R(x))`` reduced to r1/r2's broadcast shapes.
-* ``npu_gelu_backward(grad_output, self, approximate)``: ``g * GELU'(x)`` (erf or tanh form).
-* ``npu_linear_backward(grad, input, weight) -> (grad @ weight, grad^T @ input)``.
-* ``npu_dtype_cast_backward(grad, dtype, ...)`` / ``_npu_dtype_cast_backward``: ``grad`` cast to ``dtype``.
+* ``npu_rms_norm_backward(dy, self, gamma, rstd) -> (dx, dgamma)`` -> RmsNormGrad (``interpreter/kernels/norm/
+  rms_norm.py``; aclnnRmsNormGrad): dx in self's dtype, dgamma float32.
+* ``npu_swiglu_backward(grad_output, self, dim)`` -> SwiGluGrad (``kernels/activation/swiglu.py``).
+* ``npu_rotary_mul_backward(grad, self, r1, r2, rotary_mode)`` -> RotaryPositionEmbeddingGrad (``kernels/
+  posembedding/rope.py``, the gradient of every mode: "half", "interleave", "quarter", "interleave-half"), r1/r2
+  as cos/sin. TorchAir lowers the half mode off Ascend 950 to RotaryMulGrad (4-D, D a multiple of 64), the same
+  values up to float32 rounding.
+* ``npu_gelu_backward(grad_output, self, approximate)`` -> GeluGradV2 (``kernels/activation/pointwise.py``).
+* ``npu_dtype_cast_backward(grad, dtype, ...)`` / ``_npu_dtype_cast_backward`` -> Cast (TorchAir's converter).
+* ``npu_linear_backward(grad, input, weight) -> (grad @ weight, grad^T @ input)``: TorchAir has no converter
+  for it; its two products are the MatMul GE kernel's (npu_linear's own GE type), as aclnn's matmuls.
 * ``_npu_rms_norm_backward_quant(dy, x, rstd, gamma, scale_x, *, offset_x, div_mode, quant_mode, dst_type)``:
   the RMS-norm gradient with dx quantised to int8 from float32, ``rint(dx / scale_x + offset_x)`` (``* scale_x``
   without div_mode), saturated; dgamma float32 (aclnnRmsNormGradQuant, computed by the RmsNormGradQuant GE
@@ -22,157 +24,92 @@ Backward ops (float32 inside for 16-bit inputs, rounded once):
 Autograd (``AUTOGRAD``, registered by ops.py for the Autograd key): ``npu_rms_norm`` (self, gamma; rstd
 not differentiable), ``npu_swiglu``, ``npu_rotary_mul`` (self, r1, r2; a ``rotate`` matrix is refused:
 torch_npu's formula does not take it), ``npu_gelu``, ``npu_linear`` (input, weight; bias: the gradient
-summed to its shape), ``npu_dtype_cast`` / ``_npu_dtype_cast`` (grad cast back to the input's dtype),
-``npu_fusion_attention`` (query, key, value: ``npu_fusion_attention_grad`` with the forward's softmax_max /
-softmax_sum / softmax_out / output and seed / offset / numels, as torch_npu's formula; the grad kernel is in
-``attention.py``). Forward outputs that are not tensors (the fusion attention's ints) are skipped.
+summed to its shape), ``npu_dtype_cast`` / ``_npu_dtype_cast`` (grad cast back to the input's dtype by
+npu_dtype_cast_backward), ``npu_fusion_attention`` (query, key, value: ``npu_fusion_attention_grad`` with the
+forward's softmax_max / softmax_sum / softmax_out / output and seed / offset / numels, as torch_npu's formula;
+the grad kernel is in ``attention.py``). Each formula calls the backward op above through the dispatcher, so a
+gradient runs the same GE kernel a compiled backward graph runs. Forward outputs that are not tensors (the fusion
+attention's ints) are skipped.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
-from ..._base.numerics import opmath
-from ..interpreter.kernels.norm import rms_norm as norm_rms_grad
+from ..interpreter.calls import ge_op
 from .checks import named_refusals, rank, same_shape
-from .dense import plain_dtype
+from .dense import cast, plain_dtype
 
 
+@named_refusals("npu_rms_norm_backward")
 def npu_rms_norm_backward(dy, self, gamma, rstd):
-    op = "npu_rms_norm_backward"
-    same_shape(op, self=self, dy=dy)
-    if gamma.dim() > self.dim() or tuple(self.shape[self.dim() - gamma.dim():]) != tuple(gamma.shape):
-        raise ValueError(f"npu::{op}: gamma of shape {tuple(gamma.shape)} is not the trailing shape of self "
-                         f"{tuple(self.shape)}")
-    want_rstd = tuple(self.shape[:self.dim() - gamma.dim()]) + (1,) * gamma.dim()
-    if rstd.numel() != max(1, torch.Size(want_rstd).numel()) or rstd.dim() > self.dim():
-        raise ValueError(f"npu::{op}: rstd of shape {tuple(rstd.shape)} is not npu_rms_norm's rstd {want_rstd}")
-    rstd = rstd.reshape(want_rstd)
-    dims = list(range(self.dim() - gamma.dim(), self.dim()))
-    lead = list(range(self.dim() - gamma.dim()))
-    x, g = opmath(self).float(), opmath(dy).float() * opmath(gamma).float()
-    normalized = x * rstd.float()
-    dx = rstd.float() * (g - normalized * (g * normalized).mean(dim=dims, keepdim=True))
-    dgamma = (opmath(dy).float() * normalized).sum(dim=lead) if lead else opmath(dy).float() * normalized
-    return dx.to(self.dtype), dgamma.float()
+    return ge_op("RmsNormGrad")(dy, self, rstd, gamma)
 
 
+@named_refusals("npu_swiglu_backward")
 def npu_swiglu_backward(grad_output, self, dim=-1):
-    if self.dim() == 0 or self.shape[dim] % 2:
-        raise ValueError(f"npu::npu_swiglu_backward: dim {dim} of self {tuple(self.shape)} must have an even size")
-    a, b = opmath(self).float().chunk(2, dim=dim)
-    if tuple(grad_output.shape) != tuple(a.shape):
-        raise ValueError(f"npu::npu_swiglu_backward: grad_output {tuple(grad_output.shape)} must have the shape of "
-                         f"half of self, {tuple(a.shape)} (SwiGlu's output)")
-    g = opmath(grad_output).float()
-    s = torch.sigmoid(a)
-    return torch.cat((g * b * s * (1 + a * (1 - s)), g * a * s), dim=dim).to(self.dtype)
+    return ge_op("SwiGluGrad")(grad_output, self, dim=dim)
 
 
-def _rotation(x, mode, transpose=False):
-    """R(x) for the mode's rotation, or R^T(x) (the adjoint the gradient needs)."""
-    sign = -1.0 if transpose else 1.0
-    if mode in ("half", "interleave-half"):
-        first, second = x.chunk(2, dim=-1)
-        return torch.cat((-sign * second, sign * first), dim=-1)
-    if mode == "interleave":
-        return torch.stack((-sign * x[..., 1::2], sign * x[..., ::2]), dim=-1).flatten(-2)
-    if mode == "quarter":
-        q0, q1, q2, q3 = x.chunk(4, dim=-1)
-        return torch.cat((-sign * q1, sign * q0, -sign * q3, sign * q2), dim=-1)
-    raise ValueError(f"npu::npu_rotary_mul_backward: rotary_mode {mode!r} is not 'half', 'interleave', 'quarter' "
-                     "or 'interleave-half'")
+# rotary_mode as RotaryPositionEmbeddingGrad's mode attr (TorchAir's converter's table)
+_ROTARY_MODES = {"half": 0, "interleave": 1, "quarter": 2, "interleave-half": 3}
 
 
-def _deinterleave(x, transpose=False):
-    """P(x) = cat(x[::2], x[1::2]) (interleave-half's first step), or P^T(x) (interleave back)."""
-    if transpose:
-        first, second = x.chunk(2, dim=-1)
-        return torch.stack((first, second), dim=-1).flatten(-2)
-    return torch.cat((x[..., ::2], x[..., 1::2]), dim=-1)
-
-
-def _sum_to(t, shape):
-    lead = t.dim() - len(shape)
-    t = t.sum(dim=list(range(lead))) if lead else t
-    dims = [i for i, n in enumerate(shape) if n == 1 and t.shape[i] != 1]
-    return t.sum(dim=dims, keepdim=True) if dims else t
-
-
+@named_refusals("npu_rotary_mul_backward")
 def npu_rotary_mul_backward(grad, self, r1, r2, rotary_mode="half"):
-    """y = A(x) * r1 + R(A(x)) * r2 with A the identity, or the de-interleave for "interleave-half"; so
-    dx = A^T(g * r1 + R^T(g * r2)), dr1 = sum(g * A(x)), dr2 = sum(g * R(A(x)))."""
-    op = "npu_rotary_mul_backward"
-    same_shape(op, self=self, grad=grad)
-    same_shape(op, r1=r1, r2=r2)
-    if r1.dim() != self.dim() or torch.broadcast_shapes(self.shape, r1.shape) != self.shape:
-        raise ValueError(f"npu::{op}: r1/r2 of shape {tuple(r1.shape)} do not broadcast to self's {tuple(self.shape)}")
-    x, g = opmath(self).float(), opmath(grad).float()
-    interleaved = rotary_mode == "interleave-half"
-    ax = _deinterleave(x) if interleaved else x
-    d_ax = g * opmath(r1).float() + _rotation(g * opmath(r2).float(), rotary_mode, transpose=True)
-    dx = _deinterleave(d_ax, transpose=True) if interleaved else d_ax
-    dr1 = _sum_to(g * ax, r1.shape)
-    dr2 = _sum_to(g * _rotation(ax, rotary_mode), r2.shape)
-    return dx.to(self.dtype), dr1.to(self.dtype), dr2.to(self.dtype)
+    if rotary_mode not in _ROTARY_MODES:
+        raise ValueError(f"npu::npu_rotary_mul_backward: rotary_mode {rotary_mode!r} is not 'half', 'interleave', "
+                         "'quarter' or 'interleave-half'")
+    return ge_op("RotaryPositionEmbeddingGrad")(grad, r1, r2, self, mode=_ROTARY_MODES[rotary_mode])
 
 
+@named_refusals("npu_gelu_backward")
 def npu_gelu_backward(grad_output, self, *, approximate="none"):
     same_shape("npu_gelu_backward", self=self, grad_output=grad_output)
-    x, g = opmath(self).float(), opmath(grad_output).float()
-    if approximate == "none":
-        local = 0.5 * (1 + torch.erf(x / math.sqrt(2))) + x * torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-    elif approximate == "tanh":
-        k = math.sqrt(2 / math.pi)
-        t = torch.tanh(k * (x + 0.044715 * x ** 3))
-        local = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
-    else:
-        raise ValueError(f"npu::npu_gelu_backward: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return (g * local).to(self.dtype)
+    return ge_op("GeluGradV2")(grad_output, self, approximate=approximate)
 
 
-def npu_linear_backward(grad, input, weight):
+@named_refusals("npu_linear_backward")
+def npu_linear_backward(grad, input, weight):  # noqa: A002  (schema name)
     op = "npu_linear_backward"
     for name, tensor in (("grad", grad), ("input", input), ("weight", weight)):
         rank(op, name, tensor, 2)
     if grad.shape[0] != input.shape[0] or grad.shape[1] != weight.shape[0] or input.shape[1] != weight.shape[1]:
         raise ValueError(f"npu::{op}: grad {tuple(grad.shape)}, input {tuple(input.shape)}, weight "
                          f"{tuple(weight.shape)} are not (M, N), (M, K), (N, K)")
-    g = opmath(grad).float()
-    return ((g @ opmath(weight).float()).to(input.dtype), (g.t() @ opmath(input).float()).to(weight.dtype))
+    matmul = ge_op("MatMul")
+    d_input = matmul(grad, weight, None, transpose_x1=False, transpose_x2=False)
+    d_weight = matmul(grad, input, None, transpose_x1=True, transpose_x2=False)
+    return d_input, d_weight
 
 
+@named_refusals("npu_dtype_cast_backward")
 def npu_dtype_cast_backward(grad, dtype, grad_dtype=None, input_dtype=None):
     op = "npu_dtype_cast_backward"
     if grad_dtype is not None or input_dtype is not None:
         raise NotImplementedError(f"npu::{op}: grad_dtype/input_dtype (torch_npu's own formats) are not simulated")
-    return grad.to(plain_dtype(op, "dtype", dtype), copy=True)
+    return cast(grad, plain_dtype(op, "dtype", dtype))
 
 
+@named_refusals("_npu_dtype_cast_backward")
 def _npu_dtype_cast_backward(grad, dtype):
-    return grad.to(dtype, copy=True)
+    return cast(grad, dtype)
 
 
-_TORCH_INT8, _TORCH_NPU_HIFLOAT8 = 1, 290   # torch's ScalarType number of int8; torch_npu's hifloat8
+_TORCH_INT8, _TORCH_NPU_HIFLOAT8, _GE_INT8 = 1, 290, 2   # torch's int8; torch_npu's hifloat8; ge::DT_INT8
 
 
 @named_refusals("_npu_rms_norm_backward_quant")
 def _npu_rms_norm_backward_quant(dy, x, rstd, gamma, scale_x, *, offset_x=None, div_mode=True, quant_mode="static",
                                  dst_type=1):
-    op = "_npu_rms_norm_backward_quant"
+    """An adapter over ge_op("RmsNormGradQuant"), as TorchAir's converter lowers it (the GE kernel's refusals)."""
     if dst_type == _TORCH_NPU_HIFLOAT8:
-        raise NotImplementedError(f"npu::{op}: dst_type=290 (hifloat8) has no CPU dtype; only int8 dx is simulated")
+        raise NotImplementedError("npu::_npu_rms_norm_backward_quant: dst_type=290 (hifloat8) has no CPU dtype; only "
+                                  "int8 dx is simulated")
     if dst_type not in (None, _TORCH_INT8):
-        raise ValueError(f"npu::{op}: dst_type={dst_type}: dx is int8 (1) or hifloat8 (290) (aclnnRmsNormGradQuant)")
-    if quant_mode != "static":
-        raise ValueError(f"npu::{op}: quant_mode={quant_mode!r}: CANN documents only \"static\"")
-    if dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or rstd.dtype != torch.float32:
-        raise ValueError(f"npu::{op}: dy/x must be float16, bfloat16 or float32 and rstd float32")
-    if offset_x is not None and offset_x.dtype != torch.int32:
-        raise ValueError(f"npu::{op}: offset_x must be int32, got {offset_x.dtype}")
-    same_shape(op, dy=dy, x=x)
-    return norm_rms_grad.quantised_grad(dy, x, rstd, gamma, scale_x, offset_x, True if div_mode is None else div_mode)
+        raise ValueError(f"npu::_npu_rms_norm_backward_quant: dst_type={dst_type}: dx is int8 (1) or hifloat8 (290) "
+                         "(aclnnRmsNormGradQuant)")
+    return ge_op("RmsNormGradQuant")(dy, x, rstd, gamma, scale_x, offset_x, div_mode=True if div_mode is None else
+                                     div_mode, quant_mode=quant_mode, dst_type=_GE_INT8)
 
 
 KERNELS = {
@@ -185,6 +122,13 @@ KERNELS = {
     "npu_dtype_cast_backward": npu_dtype_cast_backward,
     "_npu_dtype_cast_backward": _npu_dtype_cast_backward,
 }
+
+
+def _sum_to(t, shape):
+    lead = t.dim() - len(shape)
+    t = t.sum(dim=list(range(lead))) if lead else t
+    dims = [i for i, n in enumerate(shape) if n == 1 and t.shape[i] != 1]
+    return t.sum(dim=dims, keepdim=True) if dims else t
 
 
 # ---- autograd: torch_npu's formulas, calling the backward ops above through the dispatcher ----
@@ -218,7 +162,7 @@ def _linear(ctx, grads, inputs, outputs, kwargs):
 
 
 def _dtype_cast(ctx, grads, inputs, outputs, kwargs):
-    return (grads[0].to(inputs[0].dtype),)
+    return (_NPU._npu_dtype_cast_backward(grads[0], inputs[0].dtype),)
 
 
 # npu_fusion_attention's arguments in schema order (all positional), as its formula reads them.

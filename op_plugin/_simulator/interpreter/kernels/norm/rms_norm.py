@@ -30,20 +30,30 @@ from ..common import attr_dtype
 
 # ---- rms norm -------------------------------------------------------------------------------------
 
-@ge_kernel("RmsNorm")
+_NORM_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@ge_kernel("RmsNorm", accepts={"x": _NORM_FLOATS, "gamma": _NORM_FLOATS})
 def rms_norm(x, gamma, *, epsilon):
-    """y = x * rstd * gamma, rstd = rsqrt(mean(x^2) + epsilon) over gamma's trailing dims of x;
-    rstd is float32 whatever x is (so the output dtypes are explicit, not the decorator's widening)."""
+    """y = x * rstd * gamma, rstd = rsqrt(mean(x^2) + epsilon) over gamma's trailing dims of x (kept as
+    size-1 dims; a 0-d gamma normalizes each element by itself); rstd is float32 whatever x is (so the
+    output dtypes are explicit, not the decorator's widening). torch_npu's npu_rms_norm runs this kernel."""
+    if gamma.dim() > x.dim() or tuple(x.shape[x.dim() - gamma.dim():]) != tuple(gamma.shape):
+        refuse(f"gamma of shape {tuple(gamma.shape)} is not the trailing shape of x {tuple(x.shape)}")
     dims = list(range(x.dim() - gamma.dim(), x.dim()))
-    wide = opmath(x)
-    rstd = torch.rsqrt(wide.pow(2).mean(dim=dims, keepdim=True) + epsilon)
-    return (wide * rstd * opmath(gamma)).to(x.dtype), rstd.float()
+    wide = opmath(x).float()
+    square = wide.pow(2)
+    rstd = torch.rsqrt((square.mean(dim=dims, keepdim=True) if dims else square) + epsilon)
+    return (wide * rstd * opmath(gamma).float()).to(x.dtype), rstd.float()
 
 
-@ge_kernel("AddRmsNorm")
+@ge_kernel("AddRmsNorm", accepts={"x1": _NORM_FLOATS, "x2": _NORM_FLOATS, "gamma": _NORM_FLOATS})
 def add_rms_norm(x1, x2, gamma, *, epsilon):
-    """y = rmsnorm(x1 + x2) * gamma, rstd (float32), x = x1 + x2 (in the input dtype)."""
-    x = (opmath(x1) + opmath(x2)).to(x1.dtype)
+    """y = rmsnorm(x1 + x2) * gamma, rstd (float32), x = x1 + x2 (in the input dtype); x1 and x2 of one
+    shape (CANN does not broadcast them)."""
+    if x2.shape != x1.shape:
+        refuse(f"x2 {list(x2.shape)} must have x1's shape {list(x1.shape)}")
+    x = (opmath(x1).float() + opmath(x2).float()).to(x1.dtype)
     y, rstd = rms_norm(x, gamma, epsilon=epsilon)   # the RmsNorm kernel on the sum
     return y, rstd, x
 
@@ -75,7 +85,7 @@ def _grad_f32(dy, x, rstd, gamma):
         refuse(f"rstd {tuple(rstd.shape)} does not broadcast against x {tuple(x.shape)}")
     grad = opmath(dy).float()
     g = grad * opmath(gamma).float()
-    dx = rstd * (g - xr * (g * xr).mean(dim=norm_dims, keepdim=True))
+    dx = rstd * (g - xr * ((g * xr).mean(dim=norm_dims, keepdim=True) if norm_dims else g * xr))
     dgamma = grad * xr
     if batch_dims:
         dgamma = dgamma.sum(dim=batch_dims)
@@ -85,7 +95,16 @@ def _grad_f32(dy, x, rstd, gamma):
 @ge_kernel("RmsNormGrad", one_dtype=("dy", "x"), accepts={"dy": _FLOATS, "x": _FLOATS, "gamma": _FLOATS,
                                                           "rstd": (torch.float32,)})
 def rms_norm_grad(dy, x, rstd, gamma):
-    dx, dgamma = _grad_f32(dy, x, rstd, gamma)
+    """rstd as RmsNorm gives it (size-1 normalized dims) or with those dims dropped, x.shape[:n]; torch_npu's
+    npu_rms_norm_backward (and npu_rms_norm's autograd, aclnnRmsNormGrad) runs this kernel."""
+    if dy.shape != x.shape:
+        refuse(f"dy {tuple(dy.shape)} must have x's shape {tuple(x.shape)}")
+    if gamma.dim() > x.dim() or tuple(x.shape[x.dim() - gamma.dim():]) != tuple(gamma.shape):
+        refuse(f"gamma {tuple(gamma.shape)} is not the trailing shape of x {tuple(x.shape)}")
+    want = tuple(x.shape[:x.dim() - gamma.dim()]) + (1,) * gamma.dim()
+    if rstd.numel() != max(1, torch.Size(want).numel()) or rstd.dim() > x.dim():
+        refuse(f"rstd of shape {tuple(rstd.shape)} is not RmsNorm's rstd {want}")
+    dx, dgamma = _grad_f32(dy, x, rstd.reshape(want), gamma)
     return dx.to(x.dtype), dgamma
 
 

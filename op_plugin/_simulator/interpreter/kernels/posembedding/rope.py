@@ -110,6 +110,11 @@ def apply_rotary_pos_emb(query, key, cos, sin, *, layout, rotary_mode):
                "differ: a cos/sin narrower than query (Atlas 350 only) is not simulated")
     if width % (4 if rotary_mode == "quarter" else 2):
         refuse(f"the last dim {width} is not a multiple of {4 if rotary_mode == 'quarter' else 2} for {rotary_mode!r}")
+    if cos.shape != sin.shape:
+        refuse(f"cos {tuple(cos.shape)} and sin {tuple(sin.shape)} must have one shape")
+    for name, tensor in (("query", query), ("key", key)):
+        if any(c not in (1, n) for c, n in zip(cos.shape, tensor.shape, strict=True)):
+            refuse(f"cos/sin of shape {tuple(cos.shape)} do not broadcast to {name}'s {tuple(tensor.shape)}")
     mode = _APPLY_MODES[rotary_mode]
     wide_cos, wide_sin = opmath(cos).float(), opmath(sin).float()
     out = []
@@ -131,6 +136,9 @@ def interleave_rope(x, cos, sin):
         refuse(f"x, cos and sin must be 4-D (B, N, S, D); got {x.dim()}, {cos.dim()}, {sin.dim()} dims")
     if x.shape[-1] % 2 or cos.shape[-1] != x.shape[-1] or sin.shape[-1] != x.shape[-1]:
         refuse(f"D of x, cos, sin ({x.shape[-1]}, {cos.shape[-1]}, {sin.shape[-1]}) must be equal and even")
+    if cos.shape != sin.shape or any(c not in (1, n) for c, n in zip(cos.shape, x.shape, strict=True)):
+        refuse(f"cos {tuple(cos.shape)} and sin {tuple(sin.shape)} must have one shape that broadcasts to x's "
+               f"{tuple(x.shape)} (B or 1, 1, S or 1, D)")
     wide = opmath(x).float()
     q = torch.cat((wide[..., ::2], wide[..., 1::2]), dim=-1)
     return (q * opmath(cos).float() + _rotated(q, 0) * opmath(sin).float()).to(x.dtype)
@@ -181,7 +189,7 @@ def _mode_rotation(t, mode, adjoint):
     return torch.cat((-s * q[1], s * q[0], -s * q[3], s * q[2]), dim=-1)
 
 
-@ge_kernel("RotaryPositionEmbeddingGrad", one_dtype=("dy", "cos", "sin"), accepts={"dy": _GRAD_FLOATS})
+@ge_kernel("RotaryPositionEmbeddingGrad", one_dtype=("dy", "cos", "sin", "x"), accepts={"dy": _GRAD_FLOATS})
 def rotary_position_embedding_grad(dy, cos, sin, x, *, mode):
     """The gradient of CANN RotaryPositionEmbedding (y = part1 * cos + part2 * sin; part1 = x, or x
     de-interleaved for mode 3; part2 = x_rotate(part1)): dx = P^T(dy * cos + x_rotate^T(dy * sin)),
@@ -191,6 +199,9 @@ def rotary_position_embedding_grad(dy, cos, sin, x, *, mode):
         refuse(f"mode={mode} is not a CANN mode (0 half, 1 interleave, 2 quarter, 3 interleave-half)")
     if x is None:
         refuse("x is not fed: dcos and dsin are not defined without it")
+    if x.shape != dy.shape or cos.shape != sin.shape or cos.dim() != dy.dim():
+        refuse(f"dy {tuple(dy.shape)} must have x's shape {tuple(x.shape)}, and cos {tuple(cos.shape)} and sin "
+               f"{tuple(sin.shape)} one shape of dy's rank")
     if dy.shape[-1] % (4 if mode == 2 else 2):
         refuse(f"the last dim {dy.shape[-1]} does not split for mode {mode}")
     grad, wide = opmath(dy).float(), opmath(x).float()

@@ -8,7 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from op_plugin._simulator import capture_graphs
-from op_plugin._testing_harness import Npugraph, assert_close, check_compiled
+from op_plugin._testing_harness import Npugraph, assert_close, check_compiled, run_node
+
+from . import oracles
+from .graph_equal import assert_eager_equals_graph
 
 npu = torch.ops.npu
 pytestmark = pytest.mark.usefixtures("torchair")
@@ -165,3 +168,34 @@ def test_compiled_training_through_npu_linear():
         assert_close(got.grad, want.grad, "npu_ops", scale=4)
     x, w, dy = torch.randn(4, 16), torch.randn(8, 16), torch.randn(4, 8)
     check_compiled(lambda *a: npu.npu_linear_backward(*a), (dy, x, w), "MatMul", kind="npu_ops")
+
+
+# ---- issue 32: each backward op an adapter over its GE kernel: eager == graph bit for bit, and the former eager
+# formulas (tests/simulator/npu/oracles.py) at the npu_ops tolerances ----
+
+@pytest.mark.parametrize("dtype", (F32, F16, BF16))
+def test_backward_ops_eager_are_the_graph_and_the_formulas(dtype):
+    x, gamma, dy = torch.randn(2, 3, 16).to(dtype), torch.randn(16).to(dtype), torch.randn(2, 3, 16).to(dtype)
+    _, rstd = npu.npu_rms_norm(x, gamma)
+    assert_eager_equals_graph(lambda a, b, c, d: npu.npu_rms_norm_backward(a, b, c, d), (dy, x, gamma, rstd),
+                              "RmsNormGrad")
+    assert_close(npu.npu_rms_norm_backward(dy, x, gamma, rstd), oracles.rms_norm_backward(dy, x, gamma, rstd),
+                 "npu_ops", scale=2.0)
+    half = torch.randn(2, 3, 8).to(dtype)
+    assert_eager_equals_graph(lambda g, t: npu.npu_swiglu_backward(g, t, -1), (half, x), "SwiGluGrad")
+    assert_close(npu.npu_swiglu_backward(half, x, -1), oracles.swiglu_backward(half, x, -1), "npu_ops", scale=2.0)
+    for approximate in ("none", "tanh"):
+        assert_eager_equals_graph(lambda g, t, a=approximate: npu.npu_gelu_backward(g, t, approximate=a), (dy, x),
+                                  "GeluGradV2")
+        assert_close(npu.npu_gelu_backward(dy, x, approximate=approximate),
+                     oracles.gelu_backward(dy, x, approximate), "npu_ops", scale=2.0)
+    assert_eager_equals_graph(lambda g: npu.npu_dtype_cast_backward(g, 6), (dy,), "Cast")
+
+
+def test_rotary_mul_backward_eager_is_rotary_position_embedding_grad():
+    x, r1, r2, g = torch.randn(2, 3, 4, 16), torch.rand(1, 3, 1, 16), torch.rand(1, 3, 1, 16), torch.randn(2, 3, 4, 16)
+    for code, mode in enumerate(("half", "interleave", "quarter", "interleave-half")):
+        got = npu.npu_rotary_mul_backward(g, x, r1, r2, mode)
+        want = run_node("RotaryPositionEmbeddingGrad", [g, r1, r2, x], [(F32, list(x.shape)), (F32, [1, 3, 1, 16]),
+                                                                        (F32, [1, 3, 1, 16])], mode=code)
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))

@@ -1,0 +1,36 @@
+"""Eager == graph, bit for bit: an npu op's eager kernel and the GE kernel TorchAir's converter lowers it to are
+one implementation, so a function calling the op gives the same bits eagerly and compiled with npugraph."""
+import torch
+
+from op_plugin._simulator import capture_graphs
+
+
+def _copy(value):
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def assert_eager_equals_graph(fn, args, ge_types=()):
+    """Compile `fn` (npugraph, fullgraph), run it on copies of `args`, run `fn` eagerly on `args`; every GE type
+    of `ge_types` must be in the graphs built, and every output (and every argument, for in-place ops) equal bit
+    for bit (torch.equal; NaN where the other has NaN)."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="npugraph", fullgraph=True)
+    copies = [_copy(a) for a in args]
+    with capture_graphs() as graphs:
+        got = compiled(*copies)
+    want = fn(*args)
+    types = [op.type for graph in graphs for op in graph.op]
+    missing = [t for t in ([ge_types] if isinstance(ge_types, str) else ge_types) if t not in types]
+    assert not missing, f"GE types {missing} not in the graphs: {types}"
+    got_leaves = torch.utils._pytree.tree_leaves((got, copies))
+    want_leaves = torch.utils._pytree.tree_leaves((want, list(args)))
+    assert len(got_leaves) == len(want_leaves)
+    for index, (g, w) in enumerate(zip(got_leaves, want_leaves, strict=True)):
+        if not isinstance(w, torch.Tensor):
+            assert g == w, f"leaf {index}: {g!r} != {w!r}"
+            continue
+        assert g.dtype == w.dtype and g.shape == w.shape, f"leaf {index}: {g.dtype} {g.shape} vs {w.dtype} {w.shape}"
+        if g.dtype.is_floating_point:
+            assert torch.equal(g.isnan(), w.isnan()), f"leaf {index}: NaN in different places"
+            g, w = g.nan_to_num(0.0), w.nan_to_num(0.0)
+        assert torch.equal(g, w), f"leaf {index}: eager and graph differ (max {(g.double() - w.double()).abs().max()})"
