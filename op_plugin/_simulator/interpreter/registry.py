@@ -20,7 +20,7 @@ A kernel whose choices depend only on its attrs and its inputs' dtypes and shape
 per input signature with `prepared=True` (`prepared`): the decorated function is its prepare phase.
 
 Binding happens once per node, when a plan is built (`binding.bind`), so a call costs nothing extra.
-`tests/simulator/test_kernel_signatures.py` checks every kernel's signature against its prototype.
+`tests/simulator/kernels/test_signatures.py` checks every kernel's signature against its prototype.
 
 Cross-cutting dtype rules are declared, not hand-written in every kernel (as torch._refs'
 `elementwise_type_promotion_wrapper`): `one_dtype` (named inputs share a dtype: GE does not
