@@ -24,11 +24,9 @@ lookup); a missing op makes that module's import fail with an AttributeError tha
 into a warning, and the converter is lost for the process. So the loader calls this before it
 imports TorchAir.
 
-When: the ops exist once the simulator is set up for the process, i.e. from
-``load_torchair()`` (the first npugraph compile on a CPU host) — and from ``import op_plugin`` on a
-CPU host if the package calls ``define_npu_ops()`` at import (requested from the lead: then eager
-``torch.ops.npu.npu_rms_norm`` works right after ``import op_plugin``). Never on an Ascend host:
-nothing is defined when ``torch_npu`` is importable or imported, or when a name already exists.
+When: from ``import op_plugin`` on a CPU host (``_backend.prepare_host`` calls ``define_npu_ops()``), and
+from ``load_torchair()`` (the first npugraph compile). Never on an Ascend host: nothing is defined when
+``torch_npu`` is importable or imported, or when a name already exists.
 """
 from __future__ import annotations
 
