@@ -19,6 +19,9 @@ Private: the project's tests use it (a test module never imports another module 
 * `TOLERANCES` is the one table; its "eager" row is the project's rule
   (`op_plugin._tools._shared.tolerances`, the tolerances `op-plugin test` and `op-plugin compare` use),
   every other row says why a comparison allows what it allows.
+
+Why this module is over 400 lines: node graphs, compiled runs and tolerances are one harness that tests
+import as a unit; splitting it would make every test module import three private modules instead of one.
 """
 from __future__ import annotations
 

@@ -29,6 +29,10 @@ argument that gives an output its dtype varies over the dtypes the YAML lets it 
 
 One op that cannot be written is reported (`MsOpGenResult.errors`, located) and the others are
 written all the same; so is a second op on a GE type, or on its file name (`MyOp` and `MyOP`).
+
+Why this module is over 400 lines: the JSON's every field follows from one YAML entry through rules that
+read each other (dtype combinations decide formats, attr types decide default rendering); one module keeps
+the rules and the msOpGen references they come from together.
 """
 from __future__ import annotations
 
