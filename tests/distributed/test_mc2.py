@@ -122,7 +122,7 @@ def test_mc2_ops_match_plain_matmul_and_collectives(ranks, dynamic):
 
 def test_mc2_refusals(ranks):
     messages = ranks(WORLD).run(refusals_case)[0]
-    assert "npu_mm_all_reduce_base" in messages[0] and "must be float16, bfloat16 or int8" in messages[0]
+    assert "npu_mm_all_reduce_base" in messages[0] and "the GE prototype takes float16, bfloat16, int8" in messages[0]
     assert "npu_mm_all_reduce_base" in messages[1] and "reduce_op='max'" in messages[1]
     assert "npu_mm_reduce_scatter_base" in messages[2] and "multiple of rank_size 2" in messages[2]
     assert "npu_all_gather_base_mm" in messages[3] and "built for HCCL" in messages[3]

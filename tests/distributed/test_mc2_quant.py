@@ -250,7 +250,7 @@ def test_quant_mc2_refusals_name_the_op_and_the_case(ranks):
         "low-bit communication": ("npu_mm_all_reduce_base", "low-bit communication"),
         "fp8 bias": ("npu_all_gather_quant_mm", "bias with float8"),
         "per-token fp8": ("npu_quant_mm_reduce_scatter", "per-tensor"),
-        "hifloat8": ("npu_quant_mm_reduce_scatter", "hifloat8"),
+        "hifloat8": ("npu_quant_mm_reduce_scatter", "x1_dtype"),
         "world size": ("npu_all_gather_quant_mm", "rank_size 4"),
     }
     for name, words in expected.items():

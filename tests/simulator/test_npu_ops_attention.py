@@ -125,9 +125,9 @@ def test_fusion_attention_without_mask_ignores_sparse_mode():
 
 
 REFUSED = {
-    "dropout": (dict(keep_prob=0.9), NotImplementedError, "keep_prob"),
-    "pse": (dict(pse=torch.zeros(1, 2, 3, 4)), NotImplementedError, "pse"),
-    "varlen": (dict(actual_seq_qlen=[3], actual_seq_kvlen=[4]), NotImplementedError, "actual_seq_qlen"),
+    "dropout": (dict(keep_prob=0.9), ValueError, "keep_prob"),
+    "pse": (dict(pse=torch.zeros(1, 2, 3, 4)), ValueError, "pse"),
+    "varlen": (dict(actual_seq_qlen=[3], actual_seq_kvlen=[4]), ValueError, "actual_seq_qlen"),
     "layout": (dict(input_layout="TND"), ValueError, "TND"),
     "sparse5": (dict(sparse_mode=5, atten_mask=_compressed()), ValueError, "sparse_mode 5"),
     "bad_compressed": (dict(sparse_mode=3, atten_mask=torch.zeros(3, 4, dtype=torch.bool)), ValueError, "compressed"),
@@ -228,11 +228,11 @@ def test_prompt_flash_attention_empty_kv_gives_zeros_and_refusals():
     q = torch.randn(1, 3, 8)
     out = npu.npu_prompt_flash_attention(q, torch.randn(1, 0, 8), torch.randn(1, 0, 8), num_heads=2)
     assert out.shape == q.shape and not out.any()
-    with pytest.raises(NotImplementedError, match="quant_scale2"):
+    with pytest.raises(ValueError, match="quant_scale2"):
         npu.npu_prompt_flash_attention(q, q, q, num_heads=2, quant_scale2=torch.ones(1))
     with pytest.raises(ValueError, match="TND"):
         npu.npu_prompt_flash_attention(q, q, q, num_heads=2, input_layout="TND")
-    with pytest.raises(TypeError, match="int8"):
+    with pytest.raises(ValueError, match="int8"):
         npu.npu_prompt_flash_attention(q.to(torch.int8), q.to(torch.int8), q.to(torch.int8), num_heads=2)
 
 

@@ -124,7 +124,7 @@ def test_fusion_attention_grad_refusals():
     q = torch.randn(1, 3, 16)
     with pytest.raises(ValueError, match="softmax_max .from the forward. is required"):
         npu.npu_fusion_attention_grad(q, q, q, q, 2, "BSH")
-    with pytest.raises(NotImplementedError, match="keep_prob"):
+    with pytest.raises(ValueError, match="keep_prob"):
         npu.npu_fusion_attention_grad(q, q, q, q, 2, "BSH", keep_prob=0.9)
 
 

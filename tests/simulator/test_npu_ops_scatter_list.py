@@ -39,7 +39,7 @@ def test_scatter_list_writes_each_window(two_d, with_mask):
 
 def test_scatter_list_refuses_out_of_range_windows():
     var = [torch.zeros(1, 4, 2)]
-    with pytest.raises(ValueError, match=r"npu_scatter_list: self\[0\]'s window \[-1, 1\)"):
+    with pytest.raises(ValueError, match=r"npu_scatter_list: var\[0\]'s window \[-1, 1\)"):
         npu.npu_scatter_list(var, torch.tensor([-1], dtype=torch.int32), torch.ones(1, 1, 2, 2))
     with pytest.raises(ValueError, match=r"window \[3, 5\)"):
         npu.npu_scatter_list(var, torch.tensor([3], dtype=torch.int32), torch.ones(1, 1, 2, 2))

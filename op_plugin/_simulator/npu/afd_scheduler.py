@@ -1,36 +1,33 @@
-"""CPU kernels of torch_npu's attention/FFN-disaggregation schedulers: attention_worker_scheduler(_) and
-ffn_worker_scheduler(_). They check the argument the ops document (a 1-D int8 ScheduleContext of 1024
-bytes) and then refuse by name: the schedulers read and write device memory that the context only
-points to, waiting on peer devices (``interpreter/kernels/ffn/afd_scheduler.py`` says why in
-full); TorchAir's GE types refuse alike."""
+"""torch_npu's attention/FFN-disaggregation schedulers: attention_worker_scheduler(_) and
+ffn_worker_scheduler(_), adapters over the GE kernels TorchAir lowers them to (AttentionWorkerScheduler,
+FfnWorkerScheduler in ``interpreter/kernels/ffn/afd_scheduler.py``), which check the ScheduleContext argument
+and refuse: the schedulers read and write device memory that the context only points to, waiting on peer
+devices (that module says why in full). The adapters name the op in the refusal."""
 from __future__ import annotations
 
-import torch
-
-from ..interpreter.kernels.ffn.afd_scheduler import WHY
-
-
-def _refuse(op, schedule_context):
-    if schedule_context.dtype != torch.int8 or tuple(schedule_context.shape) != (1024,):
-        raise ValueError(f"npu::{op}: schedule_context must be a 1-D int8 tensor of 1024 bytes (a ScheduleContext), "
-                         f"got {schedule_context.dtype} {tuple(schedule_context.shape)}")
-    raise NotImplementedError(f"npu::{op} is not simulated: {WHY}")
+from ..interpreter import kernels  # noqa: F401  (registers the GE kernels ge_op calls)
+from ..interpreter.calls import ge_op
+from .checks import named_refusals
 
 
+@named_refusals("attention_worker_scheduler")
 def attention_worker_scheduler(schedule_context):
-    _refuse("attention_worker_scheduler", schedule_context)
+    return ge_op("AttentionWorkerScheduler")(schedule_context)
 
 
+@named_refusals("attention_worker_scheduler_")
 def attention_worker_scheduler_(schedule_context):
-    _refuse("attention_worker_scheduler_", schedule_context)
+    return ge_op("AttentionWorkerScheduler")(schedule_context)
 
 
+@named_refusals("ffn_worker_scheduler")
 def ffn_worker_scheduler(schedule_context, *, sync_group_size=1, execute_mode=0):
-    _refuse("ffn_worker_scheduler", schedule_context)
+    return ge_op("FfnWorkerScheduler")(schedule_context, sync_group_size=sync_group_size, execute_mode=execute_mode)
 
 
+@named_refusals("ffn_worker_scheduler_")
 def ffn_worker_scheduler_(schedule_context, *, sync_group_size=1, execute_mode=0):
-    _refuse("ffn_worker_scheduler_", schedule_context)
+    return ge_op("FfnWorkerScheduler")(schedule_context, sync_group_size=sync_group_size, execute_mode=execute_mode)
 
 
 KERNELS = {

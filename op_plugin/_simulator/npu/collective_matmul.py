@@ -4,7 +4,8 @@ torch.distributed, and the CPU stand-in for the HCCL communicator name they take
 On an NPU these eager ops call the CANN kernels their GE types run in graph mode
 (aclnnMatmulAllReduce, aclnnAllGatherMatmul, aclnnMatmulReduceScatter), so each maps its torch_npu
 arguments onto the GE kernel (`interpreter/kernels/mc2/matmul_comm.py`: the formulas, numerics and refusals)
-and names the op in every refusal:
+calls it through ``ge_op(Type)`` as a graph node runs it (dtype rules included), and names the op in
+every refusal; the adapters refuse only arguments the GE ops have no input or attr for:
 
 * ``npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op, bias, x3, dequant_scale, pertoken_scale, y_dtype, ...)``
   -> MatmulAllReduce: ``AllReduce(x1 @ x2 + bias + x3)``; with int8 x1/x2 and a dequant_scale the
@@ -33,10 +34,9 @@ import torch
 from .checks import named_refusals
 from .quant import scalar_dtype
 from ..._ge.values import TORCH_TO_GE
-from ..interpreter.kernels.mc2 import matmul_comm
+from ..interpreter import kernels  # noqa: F401  (registers the GE kernels ge_op calls)
+from ..interpreter.calls import ge_op
 
-_HALF = (torch.float16, torch.bfloat16)
-_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 _UNDEFINED_DTYPE = 28  # GE DT_UNDEFINED
 
 
@@ -49,12 +49,6 @@ def hccl_comm_name(group=None) -> str:
     ranks = c10d.get_process_group_ranks(group)
     return f"tag={c10d._get_group_tag(group)};rank_list={','.join(str(r) for r in ranks)}"  # pylint: disable=protected-access
 
-
-
-def _half_inputs(op: str, x1, x2) -> None:
-    if x1.dtype not in _HALF or x2.dtype != x1.dtype:
-        raise ValueError(f"npu::{op}: x1 ({x1.dtype}) and x2 ({x2.dtype}) must both be float16 or both bfloat16 "
-                         "(the non-quantised MC2 ops, as CANN defines them)")
 
 
 def _no_quantisation(op: str, **arguments) -> None:
@@ -71,8 +65,6 @@ def npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op="sum", bias=None, antiquan
                            y_dtype=None, x1_dtype=None, x2_dtype=None, dequant_scale_dtype=None,
                            pertoken_scale_dtype=None, comm_quant_mode=0, comm_mode=None):
     op = "npu_mm_all_reduce_base"
-    if x1.dtype not in _HALF + (torch.int8,):
-        raise ValueError(f"npu::{op}: x1 ({x1.dtype}) must be float16, bfloat16 or int8 (the full-quant form)")
     _no_quantisation(op, group_sizes=group_sizes, x1_dtype=x1_dtype, x2_dtype=x2_dtype,
                      dequant_scale_dtype=dequant_scale_dtype, pertoken_scale_dtype=pertoken_scale_dtype)
     if dequant_scale is not None:  # as TorchAir's converter and the wheel's Meta: bfloat16 scale -> bfloat16
@@ -84,7 +76,7 @@ def npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op="sum", bias=None, antiquan
                          "x1's dtype")
     else:
         ge_y_dtype = _UNDEFINED_DTYPE
-    return matmul_comm.matmul_all_reduce(
+    return ge_op("MatmulAllReduce")(
         x1, x2, bias, x3, antiquant_scale, antiquant_offset, dequant_scale, pertoken_scale, comm_quant_scale_1,
         comm_quant_scale_2, group=hcom, reduce_op=reduce_op, is_trans_a=False, is_trans_b=False, comm_turn=comm_turn,
         antiquant_group_size=antiquant_group_size, group_size=0, y_dtype=ge_y_dtype,
@@ -94,9 +86,8 @@ def npu_mm_all_reduce_base(x1, x2, hcom, *, reduce_op="sum", bias=None, antiquan
 @named_refusals("npu_all_gather_base_mm")
 def npu_all_gather_base_mm(x1, x2, hcom, world_size, *, bias=None, x1_scale=None, x2_scale=None, gather_index=0,
                            gather_output=True, comm_turn=0, output_dtype=None, comm_mode=None):
-    _half_inputs("npu_all_gather_base_mm", x1, x2)
     _no_quantisation("npu_all_gather_base_mm", x1_scale=x1_scale, x2_scale=x2_scale, output_dtype=output_dtype)
-    return matmul_comm.all_gather_matmul(x1, x2, bias, group=hcom, is_trans_a=False, is_trans_b=False,
+    return ge_op("AllGatherMatmul")(x1, x2, bias, group=hcom, is_trans_a=False, is_trans_b=False,
                                  gather_index=gather_index, comm_turn=comm_turn, rank_size=world_size,
                                  is_gather_out=gather_output)
 
@@ -104,9 +95,8 @@ def npu_all_gather_base_mm(x1, x2, hcom, world_size, *, bias=None, x1_scale=None
 @named_refusals("npu_mm_reduce_scatter_base")
 def npu_mm_reduce_scatter_base(x1, x2, hcom, world_size, *, reduce_op="sum", bias=None, x1_scale=None,
                                x2_scale=None, comm_turn=0, output_dtype=None, comm_mode=None):
-    _half_inputs("npu_mm_reduce_scatter_base", x1, x2)
     _no_quantisation("npu_mm_reduce_scatter_base", x1_scale=x1_scale, x2_scale=x2_scale, output_dtype=output_dtype)
-    return matmul_comm.matmul_reduce_scatter(x1, x2, bias, group=hcom, reduce_op=reduce_op, is_trans_a=False,
+    return ge_op("MatmulReduceScatter")(x1, x2, bias, group=hcom, reduce_op=reduce_op, is_trans_a=False,
                                      is_trans_b=False, comm_turn=comm_turn, rank_size=world_size)
 
 
@@ -119,9 +109,6 @@ def _v2_y_dtype(op: str, x1, y_dtype) -> int:
 
 
 def _v2_checks(op: str, x1, x2, group_sizes, **formats) -> None:
-    if x1.dtype not in _HALF + _FP8 or x2.dtype not in _HALF + _FP8:
-        raise ValueError(f"npu::{op}: x1 ({x1.dtype}) and x2 ({x2.dtype}) must be float16/bfloat16 or float8 "
-                         "(e4m3fn/e5m2); hifloat8 and float4 are not simulated")
     if group_sizes is not None and any(group_sizes):
         raise NotImplementedError(f"npu::{op}: group_sizes={list(group_sizes)} (per-block quantisation) is not "
                                   "simulated")
@@ -136,7 +123,7 @@ def npu_all_gather_quant_mm(self, x2, hcom, world_size, *, bias=None, x1_scale=N
     op = "npu_all_gather_quant_mm"
     _v2_checks(op, self, x2, group_sizes, x1_dtype=x1_dtype, x2_dtype=x2_dtype, x1_scale_dtype=x1_scale_dtype,
                x2_scale_dtype=x2_scale_dtype)
-    return matmul_comm.all_gather_matmul_v2(
+    return ge_op("AllGatherMatmulV2")(
         self, x2, bias, x1_scale, x2_scale, quant_scale, group=hcom, is_trans_a=False, is_trans_b=False,
         gather_index=gather_index, comm_turn=comm_turn, rank_size=world_size, block_size=block_size, group_size=0,
         is_gather_out=gather_output, is_amax_out=amax_output, y_dtype=_v2_y_dtype(op, self, y_dtype))
@@ -150,7 +137,7 @@ def npu_quant_mm_reduce_scatter(self, x2, hcom, world_size, *, reduce_op="sum", 
     op = "npu_quant_mm_reduce_scatter"
     _v2_checks(op, self, x2, group_sizes, x1_dtype=x1_dtype, x2_dtype=x2_dtype, x1_scale_dtype=x1_scale_dtype,
                x2_scale_dtype=x2_scale_dtype)
-    return matmul_comm.matmul_reduce_scatter_v2(
+    return ge_op("MatmulReduceScatterV2")(
         self, x2, bias, x1_scale, x2_scale, quant_scale, group=hcom, reduce_op=reduce_op, is_trans_a=False,
         is_trans_b=False, comm_turn=comm_turn, rank_size=world_size, block_size=block_size, group_size=0,
         is_amax_out=amax_output, y_dtype=_v2_y_dtype(op, self, y_dtype))

@@ -1,16 +1,18 @@
-"""CPU reference kernels of torch_npu's mixture-of-experts ops: gating, routing, grouped matmul.
+"""torch_npu's mixture-of-experts ops (gating, routing, grouped matmul) as adapters over GE kernels.
 
 On an NPU these eager ops call the same CANN kernels their GE types run in graph mode (aclnnMoe*,
-aclnnGroupedMatmul), so each maps its torch_npu arguments onto the GE kernel's inputs and attrs
-(`interpreter/kernels/moe/routing.py`, `gmm/grouped_matmul.py`; semantics and refusals documented
-there and in docs/torch-npu-ops.md) and names the op in every refusal:
+aclnnGroupedMatmul), so each maps its torch_npu arguments onto the GE op's inputs and attrs and calls
+``ge_op(Type)`` (`interpreter/kernels/moe/routing.py`, `gmm/grouped_matmul.py`; semantics and refusals
+documented there and in docs/torch-npu-ops.md), as a graph node of that type runs, and names the op in
+every refusal:
 
 * ``npu_moe_gating_top_k_softmax(x, finished, k)`` -> MoeGatingTopKSoftmax;
 * ``npu_moe_gating_top_k(x, k, *, bias, ...)`` -> MoeGatingTopK;
 * ``npu_moe_init_routing(x, row_idx, expert_idx, active_num)`` -> MoeInitRouting;
 * ``npu_moe_init_routing_v2(x, expert_idx, *, ...)`` -> MoeInitRoutingV3 (TorchAir's lowering too);
   ``x_dtype`` (a reinterpretation as fp8/hifloat8/fp4) is refused;
-* ``npu_moe_finalize_routing(...)`` -> MoeFinalizeRouting(V2) (drop_pad_mode 0-3, k);
+* ``npu_moe_finalize_routing(...)`` -> MoeFinalizeRouting with skip1, bias, scales, expert rows and
+  drop_pad_mode 0, else MoeFinalizeRoutingV2 (drop_pad_mode 0-3, k), as TorchAir's converter chooses;
 * ``npu_moe_compute_expert_tokens(sorted, num_expert)`` -> MoeComputeExpertTokens;
 * ``npu_moe_token_permute(tokens, indices, num_out_tokens, padded_mode)``: MoeInitRoutingV3 with the
   attrs aclnnMoeTokenPermute passes it on Ascend 950 (expert_num 10240, gather indices), cut to
@@ -26,30 +28,28 @@ from __future__ import annotations
 
 import torch
 
+from ..interpreter import kernels  # noqa: F401  (registers the GE kernels ge_op calls)
+from ..interpreter.calls import ge_op
 from ..interpreter.errors import KernelError
 from .checks import named_refusals
-from ..interpreter.kernels.gmm import grouped_matmul as gmm_kernels
-from ..interpreter.kernels.moe import routing
-
-
 
 @named_refusals("npu_moe_gating_top_k_softmax")
 def npu_moe_gating_top_k_softmax(x, finished=None, k=1):
-    return routing.gating_top_k_softmax(x, finished, k=k)
+    return ge_op("MoeGatingTopKSoftmax")(x, finished, k=k)
 
 
 @named_refusals("npu_moe_gating_top_k")
 def npu_moe_gating_top_k(x, k, *, bias=None, input_ids=None, tid2eid=None, k_group=1, group_count=1,
                          group_select_mode=0, renorm=0, norm_type=0, out_flag=False, routed_scaling_factor=1.0,
                          eps=1e-20):
-    return routing.gating_top_k(x, bias, input_ids, tid2eid, k=k, k_group=k_group, group_count=group_count,
-                                group_select_mode=group_select_mode, renorm=renorm, norm_type=norm_type,
-                                out_flag=out_flag, routed_scaling_factor=routed_scaling_factor, eps=eps)
+    return ge_op("MoeGatingTopK")(x, bias, input_ids, tid2eid, k=k, k_group=k_group, group_count=group_count,
+                                  group_select_mode=group_select_mode, renorm=renorm, norm_type=norm_type,
+                                  out_flag=out_flag, routed_scaling_factor=routed_scaling_factor, eps=eps)
 
 
 @named_refusals("npu_moe_init_routing")
 def npu_moe_init_routing(x, row_idx, expert_idx, active_num):
-    return routing.init_routing(x, row_idx, expert_idx, active_num=active_num)
+    return ge_op("MoeInitRouting")(x, row_idx, expert_idx, active_num=active_num)
 
 
 @named_refusals("npu_moe_init_routing_v2")
@@ -59,7 +59,7 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
     if x_dtype is not None:
         raise KernelError(f"x_dtype {x_dtype} reinterprets x as an fp8/hifloat8/fp4/int4 format with no CPU "
                           "dtype here: not simulated")
-    return routing.init_routing_v3(
+    return ge_op("MoeInitRoutingV3")(
         x, expert_idx, scale, offset, active_num=active_num, expert_capacity=expert_capacity, expert_num=expert_num,
         drop_pad_mode=drop_pad_mode, expert_tokens_num_type=expert_tokens_num_type,
         expert_tokens_num_flag=expert_tokens_num_flag, quant_mode=quant_mode,
@@ -69,14 +69,18 @@ def npu_moe_init_routing_v2(x, expert_idx, *, scale=None, offset=None, active_nu
 @named_refusals("npu_moe_finalize_routing")
 def npu_moe_finalize_routing(expanded_permuted_rows, skip1, skip2, bias, scales, expanded_src_to_dst_row,
                              export_for_source_row, drop_pad_mode=0, k=1):
-    return routing.finalize_routing(expanded_permuted_rows, expanded_src_to_dst_row, skip1, skip2, bias, scales,
-                                    export_for_source_row, 0 if drop_pad_mode is None else drop_pad_mode,
-                                    1 if k is None else k)
+    drop_pad_mode = 0 if drop_pad_mode is None else drop_pad_mode
+    if skip1 is not None and bias is not None and scales is not None and export_for_source_row is not None \
+            and drop_pad_mode == 0:  # TorchAir's converter's choice (off Ascend 950)
+        return ge_op("MoeFinalizeRouting")(expanded_permuted_rows, skip1, skip2, bias, scales,
+                                           expanded_src_to_dst_row, export_for_source_row)
+    return ge_op("MoeFinalizeRoutingV2")(expanded_permuted_rows, expanded_src_to_dst_row, skip1, skip2, bias, scales,
+                                         export_for_source_row, drop_pad_mode=drop_pad_mode, k=1 if k is None else k)
 
 
 @named_refusals("npu_moe_compute_expert_tokens")
 def npu_moe_compute_expert_tokens(sorted_expert_for_source_row, num_expert):
-    return routing.compute_expert_tokens(sorted_expert_for_source_row, num_experts=num_expert)
+    return ge_op("MoeComputeExpertTokens")(sorted_expert_for_source_row, num_experts=num_expert)
 
 
 _PERMUTE_EXPERTS = 10240  # aclnnMoeTokenPermute's MoeInitRoutingV3 call: expert_num and range [0, 10240)
@@ -98,7 +102,7 @@ def npu_moe_token_permute(tokens, indices, num_out_tokens=None, padded_mode=Fals
     if experts.numel() and (int(experts.min()) < 0 or int(experts.max()) >= _PERMUTE_EXPERTS):
         raise KernelError(f"expert indices outside [0, {_PERMUTE_EXPERTS}): Ascend 950's path drops them, A2/A3's "
                           "kernel sorts them; not simulated")
-    expanded, sorted_indices, _, _ = routing.init_routing_v3(
+    expanded, sorted_indices, _, _ = ge_op("MoeInitRoutingV3")(
         tokens, experts, None, None, active_num=0, expert_capacity=0, expert_num=_PERMUTE_EXPERTS, drop_pad_mode=0,
         expert_tokens_num_type=1, expert_tokens_num_flag=True, quant_mode=-1,
         active_expert_range=[0, _PERMUTE_EXPERTS], row_idx_type=0)
@@ -116,7 +120,8 @@ def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_
         raise KernelError(f"permuted_tokens {list(permuted_tokens.shape)} must be 2-D, sorted_indices "
                           f"{list(sorted_indices.shape)} 1-D and probs {None if probs is None else list(probs.shape)} "
                           "2-D (tokens, top-k)")
-    return routing.finalize_routing(permuted_tokens, sorted_indices, None, None, None, probs, None, 2, 1)
+    return ge_op("MoeFinalizeRoutingV2")(permuted_tokens, sorted_indices, None, None, None, probs, None,
+                                         drop_pad_mode=2, k=1)
 
 
 def _grouped_matmul(x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale, group_list,
@@ -125,7 +130,7 @@ def _grouped_matmul(x, weight, bias, scale, offset, antiquant_scale, antiquant_o
         if value is not None:
             raise KernelError(f"{name} is given: only the non-quantised grouped matmul is simulated")
     pts = [t for t in per_token_scale or [] if t is not None]
-    y = gmm_kernels.grouped_matmul(
+    y = ge_op("GroupedMatmul")(
         list(x), list(weight), list(bias or []), list(scale or []), list(offset or []), list(antiquant_scale or []),
         list(antiquant_offset or []), group_list, pts[0] if pts else None, split_item=split_item, dtype=-1,
         transpose_weight=False, transpose_x=False, group_type=-1 if group_type is None else group_type,

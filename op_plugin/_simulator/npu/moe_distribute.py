@@ -3,7 +3,8 @@ npu_moe_distribute_dispatch and npu_moe_distribute_combine.
 
 On an NPU these eager ops run the CANN kernels their GE types run in graph mode
 (aclnnMoeDistributeDispatch / aclnnMoeDistributeCombine), so each maps its torch_npu arguments onto
-the GE kernel (`interpreter/kernels/mc2/moe_distribute.py`: the semantics, the simulator's choice of
+the GE op and calls ``ge_op(Type)``, as a graph node runs it
+(`interpreter/kernels/mc2/moe_distribute.py`: the semantics, the simulator's choice of
 the implementation-defined layouts, the refusals) and names the op in every refusal. `group_ep` is
 an HCCL communicator name on an NPU; on a CPU host pass ``hccl_comm_name(ep_group)``
 (`collective_matmul.py`). combine's `shared_expert_x` is refused: TorchAir's GE converter drops it,
@@ -13,7 +14,8 @@ schedule); their elastic scaling, special experts, shared_expert_x and dtype arg
 """
 from __future__ import annotations
 
-from ..interpreter.kernels.mc2 import moe_distribute
+from ..interpreter import kernels  # noqa: F401  (registers the GE kernels ge_op calls)
+from ..interpreter.calls import ge_op
 from .checks import named_refusals
 
 
@@ -22,7 +24,7 @@ def npu_moe_distribute_dispatch(x, expert_ids, group_ep, ep_world_size, ep_rank_
                                 x_active_mask=None, expert_scales=None, group_tp="", tp_world_size=0, tp_rank_id=0,
                                 expert_shard_type=0, shared_expert_num=1, shared_expert_rank_num=0, quant_mode=0,
                                 global_bs=0, expert_token_nums_type=1):
-    return moe_distribute.moe_distribute_dispatch(
+    return ge_op("MoeDistributeDispatch")(
         x, expert_ids, scales, x_active_mask, expert_scales, group_ep=group_ep, ep_world_size=ep_world_size,
         ep_rank_id=ep_rank_id, moe_expert_num=moe_expert_num, group_tp=group_tp, tp_world_size=tp_world_size,
         tp_rank_id=tp_rank_id, expert_shard_type=expert_shard_type, shared_expert_num=shared_expert_num,
@@ -40,7 +42,7 @@ def npu_moe_distribute_combine(expand_x, expert_ids, expand_idx, ep_send_counts,
     if shared_expert_x is not None:
         raise ValueError("npu::npu_moe_distribute_combine: shared_expert_x is not simulated (TorchAir's GE converter "
                          "drops it, so graph mode could not match)")
-    return moe_distribute.moe_distribute_combine(
+    return ge_op("MoeDistributeCombine")(
         expand_x, expert_ids, expand_idx, ep_send_counts, expert_scales, tp_send_counts, x_active_mask,
         activation_scale, weight_scale, group_list, expand_scales, group_ep=group_ep, ep_world_size=ep_world_size,
         ep_rank_id=ep_rank_id, moe_expert_num=moe_expert_num, group_tp=group_tp, tp_world_size=tp_world_size,
@@ -60,7 +62,7 @@ def npu_moe_distribute_dispatch_v2(x, expert_ids, group_ep, ep_world_size, ep_ra
     if y_dtype is not None or x_dtype is not None or scales_dtype is not None:
         raise ValueError("npu::npu_moe_distribute_dispatch_v2: y_dtype / x_dtype / scales_dtype (the quantised and "
                          "bit-cast forms) are not simulated")
-    return moe_distribute.moe_distribute_dispatch_v2(
+    return ge_op("MoeDistributeDispatchV2")(
         x, expert_ids, scales, x_active_mask, expert_scales, elastic_info, performance_info, group_ep=group_ep,
         ep_world_size=ep_world_size, ep_rank_id=ep_rank_id, moe_expert_num=moe_expert_num, group_tp=group_tp,
         tp_world_size=tp_world_size, tp_rank_id=tp_rank_id, expert_shard_type=expert_shard_type,
@@ -78,7 +80,7 @@ def npu_moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine,
                                   tp_rank_id=0, expert_shard_type=0, shared_expert_num=1, shared_expert_rank_num=0,
                                   global_bs=0, comm_quant_mode=0, comm_alg="", zero_expert_num=0, copy_expert_num=0,
                                   const_expert_num=0):
-    return moe_distribute.moe_distribute_combine_v2(
+    return ge_op("MoeDistributeCombineV2")(
         expand_x, expert_ids, assist_info_for_combine, ep_send_counts, expert_scales, tp_send_counts, x_active_mask,
         None, None, None, expand_scales, shared_expert_x, elastic_info, ori_x, const_expert_alpha_1,
         const_expert_alpha_2, const_expert_v, performance_info, group_ep=group_ep, ep_world_size=ep_world_size,

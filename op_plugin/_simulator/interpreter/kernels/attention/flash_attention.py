@@ -5,7 +5,8 @@ Written from CANN's definitions (ops-transformer FlashAttentionScore; torch_npu'
 
     attention_out = softmax(mask(scale * query @ key^T, atten_mask)) @ value
 
-computed per head in float32 and rounded once to the query dtype. Query heads N and key/value
+computed per head in float32 and rounded once to the query dtype (query, key and value: one of float16,
+bfloat16, float32, as torch_npu documents). Query heads N and key/value
 heads Nkv may differ (GQA): N / Nkv query heads share one key/value head.
 
 Masks (True = masked out, as in CANN). Without ``atten_mask`` nothing is masked, whatever
@@ -152,7 +153,8 @@ def softmax_stats(row):
     return row.unsqueeze(-1).expand(*row.shape, _ROW_MAX_COPIES).contiguous()
 
 
-_HALF_TYPES = (torch.float16, torch.bfloat16)
+# torch_npu's npu_fusion_attention doc (the wheel's _op_plugin_docs.py): query/key/value "float16, bfloat16, float32"
+_HALF_TYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def refuse_unsimulated_inputs(pse: tuple[str, object], drop_mask, padding_mask, prefix, actual_seq_qlen,
@@ -173,7 +175,8 @@ def refuse_unsimulated_inputs(pse: tuple[str, object], drop_mask, padding_mask, 
         refuse(f"inner_precise={inner_precise} is not a CANN value (0, 1, 2)")
 
 
-@ge_kernel("FlashAttentionScore", accepts={"query": _HALF_TYPES, "key": _HALF_TYPES, "value": _HALF_TYPES})
+@ge_kernel("FlashAttentionScore", one_dtype=("query", "key", "value"),
+           accepts={"query": _HALF_TYPES, "key": _HALF_TYPES, "value": _HALF_TYPES})
 def flash_attention_score(query, key, value, real_shift, drop_mask, padding_mask, atten_mask, prefix,
                           actual_seq_qlen, actual_seq_kvlen, q_start_idx, kv_start_idx, *, scale_value, keep_prob,
                           pre_tockens, next_tockens, head_num, input_layout, inner_precise, sparse_mode):
@@ -239,7 +242,8 @@ def fusion_attention_grad(query, key, value, dy, atten_mask, softmax_max, softma
                  for g, t in ((dq, query), (dk, key), (dv, value)))
 
 
-@ge_kernel("FlashAttentionScoreGrad", accepts={"query": _HALF_TYPES, "key": _HALF_TYPES, "value": _HALF_TYPES,
+@ge_kernel("FlashAttentionScoreGrad", one_dtype=("query", "key", "value", "dy"),
+           accepts={"query": _HALF_TYPES, "key": _HALF_TYPES, "value": _HALF_TYPES,
                                                "dy": _HALF_TYPES})
 def flash_attention_score_grad(query, key, value, dy, pse_shift, drop_mask, padding_mask, atten_mask, softmax_max,
                                softmax_sum, softmax_in, attention_in, prefix, actual_seq_qlen, actual_seq_kvlen,

@@ -1,6 +1,6 @@
 """Inference attention as CANN's FusedInferAttentionScore defines it, shared by the GE kernels of
-FusedInferAttentionScore, PromptFlashAttention and IncreFlashAttention (below)
-and by torch_npu's CPU kernels of the same ops (``npu/attention.py``).
+FusedInferAttentionScore, PromptFlashAttention and IncreFlashAttention (below), which torch_npu's
+eager ops of the same names call through ``ge_op`` (``npu/attention.py``: argument mapping only).
 
 Sources: ops-transformer ``aclnnFusedInferAttentionScoreV4.md`` / ``aclnnPromptFlashAttentionV3.md`` /
 ``aclnnIncreFlashAttentionV4.md`` and torch_npu's ``_op_plugin_docs.py``. Per batch b:
@@ -26,8 +26,9 @@ larger than (Q_S, KV_S) is read from its top-left corner (CANN allows padding it
 
 Chosen where CANN is silent (docs/torch-npu-ops.md says so): query rows past actual_seq_lengths[b]
 are written as 0 with softmax_lse +inf (CANN: "inf marks invalid data"); a key/value tensor with
-S = 0 gives zeros (documented). Refused: a row whose keys are all masked (also actual kv length 0),
-TND with a sparse_mode 0/1 mask, the NZ (5-d) cache.
+S = 0 gives zeros (documented). Refused: key/value of another dtype than the query, an empty head
+dim, a row whose keys are all masked (also actual kv length 0), TND with a sparse_mode 0/1 mask, the
+NZ (5-d) cache.
 
 GE kernels of the inference attentions: PromptFlashAttention, IncreFlashAttention and
 FusedInferAttentionScore, computed by ``infer_attention`` above (CANN's definition; see its doc).
@@ -178,6 +179,13 @@ def infer_attention(query, key, value, atten_mask=None, *, actual_q=None, actual
                     key_rope=None, lse_flag=False):
     """(attention_out, softmax_lse); softmax_lse is [B, N, Q_S, 1] ([T, N, 1] for TND) float32, or an
     empty [0] tensor without lse_flag (what the wheel's Meta gives). Raises AttentionError."""
+    for name, tensor in (("key", key), ("value", value)):
+        if tensor.dtype != query.dtype:
+            raise AttentionError(f"{name} has dtype {tensor.dtype}, query {query.dtype}: without quantization they "
+                                 "are one (int8 quantization is not implemented)")
+        if tensor.dim() and tensor.shape[-1] == 0 and query.numel():
+            raise AttentionError(f"{name} {tuple(tensor.shape)} has an empty last dim (no head dim) while query "
+                                 f"{tuple(query.shape)} is not empty")
     if num_heads <= 0:
         raise AttentionError(f"num_heads={num_heads} must be positive")
     kv_heads = num_key_value_heads or num_heads  # 0: as many as the query (documented)

@@ -94,6 +94,8 @@ def _written(what, values, cache, scale, offset):
             refuse(f"{what} is int8 but its scale is not fed (CANN requires it)")
         n, d = values.shape[1], values.shape[3]
         for name, t in (("scale", scale), ("offset", offset)):
+            if t is not None and t.dtype != torch.float32:
+                refuse(f"the {what} {name} has dtype {t.dtype}; CANN takes float32")
             trailing = list(reversed(t.shape)) if t is not None else []
             if t is not None and (t.dim() > 2 or any(a not in (1, b) for a, b in zip(trailing, (d, n)[:len(trailing)],
                                                                                       strict=True))):
@@ -110,7 +112,7 @@ def _written(what, values, cache, scale, offset):
     return values
 
 
-@ge_kernel("KvRmsNormRopeCache", one_dtype=("kv", "gamma", "cos", "sin"))
+@ge_kernel("KvRmsNormRopeCache", one_dtype=("kv", "gamma", "cos", "sin"), accepts={"kv": _KV_FLOATS})
 def kv_rms_norm_rope_cache(kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rope_scale, c_kv_scale, k_rope_offset,
                            c_kv_offset, v, *, epsilon, cache_mode, is_output_kv):
     """CANN KvRmsNormRopeCache (ops-transformer posembedding/kv_rms_norm_rope_cache, aclnnKvRmsNormRopeCache(V2)):
@@ -125,8 +127,9 @@ def kv_rms_norm_rope_cache(kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rop
     del is_output_kv  # only whether an NPU writes k_rope/c_kv out
     if cache_mode not in ("Norm", "PA", "PA_BNSD", "PA_NZ"):
         refuse(f"cache_mode={cache_mode!r} is not simulated (Norm, PA, PA_BNSD, PA_NZ)")
-    if kv.dim() != 4 or cos.dim() != 4 or tuple(sin.shape) != tuple(cos.shape):
-        refuse(f"kv must be [B, N, S, D] and cos/sin one 4-D shape; got {tuple(kv.shape)}, {tuple(cos.shape)}")
+    if kv.dim() != 4 or gamma.dim() != 1 or cos.dim() != 4 or tuple(sin.shape) != tuple(cos.shape):
+        refuse(f"kv must be [B, N, S, D], gamma 1-D and cos/sin one 4-D shape; got {tuple(kv.shape)}, "
+               f"{tuple(gamma.shape)}, {tuple(cos.shape)}, {tuple(sin.shape)}")
     batch, heads, seq, width = kv.shape
     rope = cos.shape[-1]
     x = opmath(kv).float()
@@ -155,7 +158,7 @@ def kv_rms_norm_rope_cache(kv, gamma, cos, sin, index, k_cache, ckv_cache, k_rop
             refuse(f"with v, gamma must have kv's last dim {width} and cos an even last dim <= it")
         normed = rms_norm(x)
         k_rope = torch.cat((rotate(normed[..., :rope]), normed[..., rope:]), dim=-1).to(kv.dtype)
-        c_kv = v
+        c_kv = v.clone()  # an output of its own, not an alias of the input
     outs = []
     for what, cache, values, scale, offset in (("k_cache", k_cache, k_rope, k_rope_scale, k_rope_offset),
                                                ("ckv_cache", ckv_cache, c_kv, c_kv_scale, c_kv_offset)):

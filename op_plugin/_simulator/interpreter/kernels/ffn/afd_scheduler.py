@@ -14,6 +14,8 @@ random addresses, which an NPU would fault on or wait on forever. CANN documents
 """
 from __future__ import annotations
 
+import torch
+
 from ...registry import ge_kernel, refuse
 
 WHY = ("its schedule context holds device addresses of attention/FFN windows that the CANN kernel "
@@ -21,11 +23,20 @@ WHY = ("its schedule context holds device addresses of attention/FFN windows tha
        "the result is not a function of the tensor, so a CPU host cannot simulate it")
 
 
+def _check_context(schedule_context):
+    """The argument the ops document: a 1-D int8 ScheduleContext of 1024 bytes."""
+    if schedule_context.dtype != torch.int8 or tuple(schedule_context.shape) != (1024,):
+        refuse(f"schedule_context must be a 1-D int8 tensor of 1024 bytes (a ScheduleContext), got "
+               f"{schedule_context.dtype} {tuple(schedule_context.shape)}")
+
+
 @ge_kernel("AttentionWorkerScheduler")
 def attention_worker_scheduler(schedule_context):
+    _check_context(schedule_context)
     refuse(f"AttentionWorkerScheduler is not simulated: {WHY}")
 
 
 @ge_kernel("FfnWorkerScheduler")
 def ffn_worker_scheduler(schedule_context, *, sync_group_size, execute_mode):
+    _check_context(schedule_context)
     refuse(f"FfnWorkerScheduler is not simulated: {WHY}")
