@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..._base.numerics import opmath
+from ..._base.numerics import HALF_PRECISION, opmath
 from ..._ge.builtin_prototypes import builtin_prototype
 from ..._ge.ir import REQUIRED, InputKind, IrPrototype
 from . import unnamed_attrs
@@ -118,15 +118,16 @@ class BoundKernel:
     grouped inputs by position. The dtype rules' checks read only dtypes, so they run there, once per
     specs; widening is part of the call. `self(args)` prepares and calls (a node run on its own)."""
 
-    __slots__ = ("fn", "kwargs", "groups", "where", "prepare", "_check", "_widen", "_plain", "_identity")
+    __slots__ = ("fn", "kwargs", "groups", "where", "prepare", "_check", "_widen", "_plain", "_plain_widened",
+                 "_identity")
 
     def __init__(self, fn, kwargs: dict, groups: list | None, where: str, rules=None, input_names=()):
         self.fn, self.kwargs, self.groups, self.where = fn, kwargs, groups, where
         self.prepare = prepare_of(fn)
         self._check = _dtype_check(rules, input_names) if rules is not None else None
         self._widen = rules is not None and rules.widen
-        computed = _widened(fn) if self._widen else fn
-        self._plain = functools.partial(computed, **kwargs) if kwargs else computed
+        self._plain = functools.partial(fn, **kwargs) if kwargs else fn
+        self._plain_widened = functools.partial(_widened(fn), **kwargs) if self._widen else None
         self._identity = groups is not None and all(isinstance(g, int) and g == i for i, g in enumerate(groups))
 
     def grouped(self, args: list) -> list:
@@ -141,9 +142,10 @@ class BoundKernel:
         """The call for grouped inputs of these specs: `call(*grouped inputs) -> result`."""
         if self._check is not None:
             self._check(specs)
+        widen = self._widen and _any_half(specs)  # without a 16-bit float input, widening changes nothing
         if self.prepare is None:
-            return self._plain
-        if self._widen:
+            return self._plain_widened if widen else self._plain
+        if widen:
             specs = [s.widened() if isinstance(s, InputSpec) else s for s in specs]
             return _widened(self.prepare(*specs, **self.kwargs))
         return self.prepare(*specs, **self.kwargs)
@@ -278,9 +280,15 @@ def as_outputs(result, where: str) -> list:
                            f"got {type(result).__name__}")
 
 
+def _any_half(specs) -> bool:
+    return any(s.dtype in HALF_PRECISION for spec in specs
+               for s in (spec if isinstance(spec, list) else (spec,)) if isinstance(s, InputSpec))
+
+
 def _widened(fn):
     """`fn` computing in float32 on 16-bit float inputs, its float outputs cast back to the first
-    input's dtype (the `widen` rule: as NPU vector and cube units compute)."""
+    input's dtype (the `widen` rule: as NPU vector and cube units compute). Applied only where an
+    input is a 16-bit float."""
 
     def widened(*args, **kwargs):
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)

@@ -56,7 +56,9 @@ _PREPROCESSED = "marks indices pre-processed for the NPU kernel's tiling; the ga
 
 @ge_kernel("GatherV2", layout_only={"is_preprocessed": _PREPROCESSED}, prepared=True)
 def gather_v2(x, indices, axis, *, batch_dims, negative_index_support):
-    """A fixed axis is read once; the indices' range is checked on every call (it depends on values)."""
+    """A fixed axis is read once; the indices' range is checked on every call (it depends on values):
+    by index_select, which refuses an index outside [0, size), and where it refuses (a negative index
+    or one out of range) by `_gather`, which wraps what GE allows and refuses the rest."""
     if batch_dims != 0:
         refuse(f"batch_dims={batch_dims} is not supported by the simulator")
     if axis.value is None:
@@ -66,7 +68,10 @@ def gather_v2(x, indices, axis, *, batch_dims, negative_index_support):
     shape = list(x.shape[:dim]) + list(indices.shape) + list(x.shape[dim + 1:])
 
     def call(x, indices, axis):
-        picked = select(x, dim, _checked_indices(indices, size, negative_index_support).reshape(-1))
+        try:
+            picked = select(x, dim, indices.reshape(-1))
+        except (IndexError, RuntimeError):
+            return _gather(x, indices, dim, 0, negative_index_support)
         return picked.reshape(shape).contiguous()
 
     return call
@@ -101,12 +106,14 @@ def gather_nd(x, indices, *, negative_index_support):
 
 # ---- IndexByTensor ---------------------------------------------------------------------------
 
-@ge_kernel("IndexByTensor")
+@ge_kernel("IndexByTensor", prepared=True)
 def index_by_tensor(x, indices, *, indices_mask):
     """y = x[i0, :, i2, ...]: `indices_mask[d]` is 1 when dim d is indexed by the next index tensor,
     0 when it is taken whole; dims past the mask are taken whole. The index tensors broadcast together
     and place their dims as aten.index does (in place of the indexed dims when those are adjacent,
-    first otherwise). An empty mask means the indices apply to the leading dims."""
+    first otherwise). An empty mask means the indices apply to the leading dims. The indices' range is
+    checked on every call: by aten.index (which wraps negative indices as GE does and refuses the rest),
+    and where it refuses, by `_index_by_tensor`, for the kernel's own error."""
     if any(t is None for t in indices):
         refuse("an index input is unfed")
     for i, index in enumerate(indices):
@@ -116,6 +123,19 @@ def index_by_tensor(x, indices, *, indices_mask):
         refuse(f"indices_mask {mask} does not match {len(indices)} index inputs")
     if len(mask) > max(x.dim(), 1):
         refuse(f"indices_mask {mask} is longer than x's rank {x.dim()}")
+    index = torch.ops.aten.index.Tensor
+
+    def call(x, indices):
+        pending = iter(indices)
+        try:
+            return index(x, [next(pending) if marked else None for marked in mask]).contiguous()
+        except (IndexError, RuntimeError):
+            return _index_by_tensor(x, indices, mask)
+
+    return call
+
+
+def _index_by_tensor(x, indices, mask):
     pending = iter(indices)
     full = []
     for dim, marked in enumerate(mask):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from ....._ge.values import ge_dtype_to_torch
 from ...registry import ge_kernel, refuse
-from ..common import fresh, int_list
+from ..common import VIEWS_ALLOWED, fresh, int_list
 from ..formats import bitcast_fp4
 from ..formats import pack_int4, unpack_int4
 
@@ -73,6 +73,10 @@ def reshape(x, shape, *, axis, num_axes):
     """A fixed target shape is worked out once."""
     if shape.value is not None:
         dims = _target_shape(x.shape, shape.value, axis, num_axes)
+        if x.dtype != torch.int4:  # `fresh` of the reshape; VIEWS_ALLOWED is fixed for the plan preparing it
+            if VIEWS_ALLOWED.get():
+                return lambda x, shape: x.reshape(dims).contiguous()
+            return lambda x, shape: x.reshape(dims).clone(memory_format=torch.contiguous_format)
         return lambda x, shape: fresh(x.reshape(dims))
     return lambda x, shape: fresh(x.reshape(_target_shape(x.shape, shape, axis, num_axes)))
 

@@ -39,28 +39,45 @@ def slice_(x, offsets, size):
     return lambda x, offsets, size: x[_slice_index(x.shape, offsets, size)].contiguous()
 
 
-def _strided_slice(x, begin, end, axes, strides, masks):
-    if any(masks.values()):
-        refuse(f"masks {masks} are not supported by the simulator")
+def _strided_index(shape, begin, end, axes, strides) -> tuple:
     axes = list(range(len(begin))) if axes is None else axes
     strides = [1] * len(begin) if strides is None else strides
-    index = [slice(None)] * x.dim()
+    index = [slice(None)] * len(shape)
     for axis, start, stop, step in zip(axes, begin, end, strides, strict=True):
         if step <= 0:
             refuse(f"stride {step} is not supported by the simulator")
-        length = x.shape[axis]
+        length = shape[axis]
         stop = min(stop, length) if stop < _INT64_MAX else length  # torch clamps like GE
-        index[axis % x.dim()] = slice(start, stop, step)
-    return x[tuple(index)].contiguous()
+        index[axis % len(shape)] = slice(start, stop, step)
+    return tuple(index)
 
 
-@ge_kernel("StridedSliceV2")
+def _strided_slice(x, begin, end, axes, strides, masks):
+    if any(masks.values()):
+        refuse(f"masks {masks} are not supported by the simulator")
+    return x[_strided_index(x.shape, begin, end, axes, strides)].contiguous()
+
+
+@ge_kernel("StridedSliceV2", prepared=True)
 def strided_slice_v2(x, begin, end, axes, strides, *, begin_mask, end_mask, ellipsis_mask, new_axis_mask,
                      shrink_axis_mask):
+    """Fixed begin/end/axes/strides are read and checked once, into the index the call takes."""
     masks = {"begin_mask": begin_mask, "end_mask": end_mask, "ellipsis_mask": ellipsis_mask,
              "new_axis_mask": new_axis_mask, "shrink_axis_mask": shrink_axis_mask}
-    return _strided_slice(x, int_list(begin), int_list(end), None if axes is None else int_list(axes),
-                          None if strides is None else int_list(strides), masks)
+    if any(masks.values()):
+        refuse(f"masks {masks} are not supported by the simulator")
+    fixed = all(spec is None or spec.value is not None for spec in (begin, end, axes, strides))
+    if fixed:
+        index = _strided_index(x.shape, int_list(begin.value), int_list(end.value),
+                               None if axes is None else int_list(axes.value),
+                               None if strides is None else int_list(strides.value))
+        return lambda x, begin, end, axes, strides: x[index].contiguous()
+
+    def call(x, begin, end, axes, strides):
+        return _strided_slice(x, int_list(begin), int_list(end), None if axes is None else int_list(axes),
+                              None if strides is None else int_list(strides), masks)
+
+    return call
 
 
 @ge_kernel("StridedSlice")
