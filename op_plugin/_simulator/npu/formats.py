@@ -6,7 +6,7 @@ saturating cast: round half to even; a finite value beyond the format's largest 
 float8_e5m2, 448 for float8_e4m3fn); +-inf becomes +-largest; NaN becomes 0. Subnormals are kept (gradual
 underflow). torch's own CPU cast differs at the edges (measured on torch 2.13: float8_e5m2 turns 61440 and inf
 into inf, float8_e4m3fn keeps NaN), so values are clamped and NaN zeroed first; in range, torch's cast rounds half
-to even (tests/simulator/test_npu_ops_fp8_int4.py checks it against a nearest-value search over every code).
+to even (tests/simulator/npu/test_quant_lowbit.py checks it against a nearest-value search over every code).
 
 int4 packed into int32 (``pack_int4``): 8 values per int32, value i of a group of 8 in bits 4i..4i+3 as a
 two's-complement nibble (so the first value is the low nibble of the lowest byte). Sources: ops-nn's goldens

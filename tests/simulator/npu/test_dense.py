@@ -54,7 +54,7 @@ def test_dtype_cast(src, dst):
 
 
 def test_dtype_cast_refuses_the_formats_it_does_not_simulate():
-    for number in (285, 290, 296):   # int4, hifloat8, fp4 (fp8 in range is simulated: test_npu_ops_fp8_int4.py)
+    for number in (285, 290, 296):   # int4, hifloat8, fp4 (fp8 in range is simulated: npu/test_quant_lowbit.py)
         with pytest.raises(NotImplementedError, match="not simulated"):
             npu.npu_dtype_cast(torch.randn(4), number)
     with pytest.raises(NotImplementedError, match="reinterprets"):

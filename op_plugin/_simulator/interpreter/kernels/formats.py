@@ -328,11 +328,13 @@ def mx_along(x, axis, block, fmt, round_mode, scale_alg=0, max_low_bound=0.0, ds
 
 
 def as_ge(elements, fmt):
-    """Elements as a GE output: fp8 as is, fp4 codes as the DT_FLOAT4_E2M1 carrier."""
+    """Elements as a GE output: fp8 as is, fp4 e2m1 codes as the DT_FLOAT4_E2M1 carrier, fp4 e1m2 codes as uint8
+    (one per byte: no torch dtype carries DT_FLOAT4_E1M2, so a graph cannot hold it, and the executor refuses such an
+    output desc by name; torch_npu's eager ops read it from a kernel called directly)."""
     if fmt.torch_dtype is not None:
         return elements
     if fmt is not E2M1:
-        refuse(f"{fmt.name} output: DT_FLOAT4_E1M2 has no torch dtype to carry it between GE nodes")
+        return elements.view(torch.uint8)
     return elements.view(torch.float4_e2m1fn_x2)
 
 

@@ -18,8 +18,9 @@ itself (scales, element rounding, layouts) is ``formats.py``.
 
 fp4 outputs are carried one 4-bit code per byte as torch.float4_e2m1fn_x2 (``_ge/values.py``); TorchAir's
 converters pack them with Bitcast. Refused by name: scale_alg 2 outside DynamicMxQuant / DynamicBlockMxQuant and with a
-dst_type_max other than 0/6/7 (kernel paths not read), max_low_bound outside scale_alg 1, float4_e1m2 in a
-graph (no torch dtype carries DT_FLOAT4_E1M2 between nodes).
+dst_type_max other than 0/6/7 (kernel paths not read), max_low_bound outside scale_alg 1. float4_e1m2 codes are
+written one per byte as uint8 (``formats.as_ge``): no torch dtype carries DT_FLOAT4_E1M2, so the executor refuses it
+in a graph by name, while torch_npu's eager ops (``npu/quant_mx.py``) call these kernels directly and pack it.
 
 DynamicDualLevelMxQuant (aclnnDynamicDualLevelMxQuant doc, arch35 kernel), fp4 e2m1 along the last dim: x times
 smooth_scale (in x's dtype); per level0 block (512) ``s0 = float32(amax) * float32(1/6)`` (0 when below 2^-126);
