@@ -64,7 +64,7 @@ def gather_v2(x, indices, axis, *, batch_dims, negative_index_support):
     if axis.value is None:
         return lambda x, indices, axis: _gather(x, indices, int_list(axis)[0], 0, negative_index_support)
     dim = int_list(axis.value)[0] % max(x.dim(), 1)
-    size, select = x.shape[dim], torch.index_select
+    select = torch.index_select
     shape = list(x.shape[:dim]) + list(indices.shape) + list(x.shape[dim + 1:])
 
     def call(x, indices, axis):
@@ -89,9 +89,12 @@ def gather(x, indices, *, batch_dims, negative_index_support):
     return _gather(x, indices, 0, batch_dims, negative_index_support)
 
 
-@ge_kernel("GatherElements")
+@ge_kernel("GatherElements", prepared=True)
 def gather_elements(x, index, *, dim):
-    return torch.gather(x, dim, index.long())
+    gather = torch.gather
+    if index.dtype == torch.int64:
+        return lambda x, index: gather(x, dim, index)
+    return lambda x, index: gather(x, dim, index.long())
 
 
 @ge_kernel("GatherNd")

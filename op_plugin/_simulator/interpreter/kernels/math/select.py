@@ -24,11 +24,14 @@ def select(condition, x1, x2):
     return torch.where(condition, x1, x2)
 
 
-@ge_kernel("SelectV2", one_dtype=("then", "else_"))
+@ge_kernel("SelectV2", one_dtype=("then", "else_"), prepared=True)
 def select_v2(condition, then, else_):
     """result = then where condition, else `else` (broadcasting; a 1-D condition is not special).
     `else_` is GE's input `else`, a Python keyword (the binder reads a trailing `_` so)."""
-    return torch.where(condition.bool(), then, else_)
+    where = torch.where
+    if condition.dtype == torch.bool:
+        return where
+    return lambda condition, then, else_: where(condition.bool(), then, else_)
 
 _NUMBERS = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,
             torch.int64, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.complex64, torch.complex128)
@@ -46,7 +49,11 @@ def clip_by_value_v2(x, clip_value_min, clip_value_max):
     return torch.minimum(torch.maximum(x, clip_value_min), clip_value_max)
 
 
-@ge_kernel("MaskedFill")
+@ge_kernel("MaskedFill", prepared=True)
 def masked_fill(x, mask, value):
     """y = value (converted to x's dtype) where mask, else x."""
-    return torch.where(mask.bool(), value.to(x.dtype), x)
+    where = torch.where
+    if mask.dtype == torch.bool and value.dtype == x.dtype:  # nothing to convert
+        return lambda x, mask, value: where(mask, value, x)
+    dtype = x.dtype
+    return lambda x, mask, value: where(mask.bool(), value.to(dtype), x)

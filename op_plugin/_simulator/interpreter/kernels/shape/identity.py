@@ -12,11 +12,10 @@ from __future__ import annotations
 import torch
 from ...registry import ge_kernel
 from ...registry import refuse
+from ..common import unary_kernel
 
 
-@ge_kernel("ZerosLike")
-def zeros_like(x):
-    return torch.zeros_like(x)
+ge_kernel("ZerosLike", prepared=True)(unary_kernel("zeros_like", torch.zeros_like))
 
 
 @ge_kernel("Identity")
