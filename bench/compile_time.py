@@ -110,7 +110,7 @@ def child(payload: dict) -> dict:
     w1 = perf()
     import op_plugin  # noqa: F401
     w2 = perf()
-    import torch._dynamo  # noqa: F401  (torch.compile imports it for every backend: timed apart)
+    import torch._dynamo  # torch.compile imports it for every backend: timed apart
     w3, c3 = perf(), cpu()
     torch.set_num_threads(payload.get("threads", 1))
     out = {"import_torch": w1 - w0, "import_op_plugin": w2 - w1, "import_dynamo": w3 - w2, "import_torchair": 0.0,
@@ -184,7 +184,7 @@ def _load_parts() -> dict:
     gc_meter = GcMeter()
     import torch
     import op_plugin  # noqa: F401
-    import torch._dynamo  # noqa: F401
+    import torch._dynamo
     from op_plugin._simulator import load_torchair
 
     def shared():

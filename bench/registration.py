@@ -151,7 +151,7 @@ def child(payload: dict) -> dict:
     import tracemalloc
 
     t0 = perf()
-    import torch  # noqa: F401
+    import torch
 
     import op_plugin
 

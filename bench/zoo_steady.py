@@ -165,7 +165,7 @@ def _rss_kib(field: str) -> int:
 
 def run(quick: bool = False) -> dict:
     try:
-        import transformers  # noqa: F401
+        import transformers
     except ImportError:
         transformers = None
     cfg = QUICK if quick else FULL

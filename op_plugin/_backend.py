@@ -211,11 +211,11 @@ def npugraph_ex(gm: torch.fx.GraphModule, example_inputs: list, mode: str | None
 
 
 def _register_npugraph_ex_here() -> None:
-    from torch._dynamo.backends import registry  # pylint: disable=import-outside-toplevel
+    from torch._dynamo.backends import registry
 
     # Without torch_npu installed nothing else registers the name (torch_npu's entry point does);
     # looking it up would scan every entry point at import, seconds.
-    if importlib.util.find_spec("torch_npu") is None and "npugraph_ex" not in registry._COMPILER_FNS:  # pylint: disable=protected-access
+    if importlib.util.find_spec("torch_npu") is None and "npugraph_ex" not in registry._COMPILER_FNS:
         registry.register_backend(npugraph_ex, name="npugraph_ex")
 
 

@@ -53,7 +53,7 @@ def test_backend_flags_come_from_the_config_fields():
     from op_plugin._backend import option_specs
 
     parser = build_parser()
-    commands = parser._subparsers._group_actions[0].choices  # pylint: disable=protected-access
+    commands = parser._subparsers._group_actions[0].choices
     for command, skipped in (("inspect", set()), ("compare", {"mode"})):
         flags = {opt for action in commands[command]._actions for opt in action.option_strings}
         expected = {"--" + s.name.replace("_", "-") for s in option_specs() if s.name not in skipped}
@@ -102,7 +102,7 @@ def test_the_command_table_is_the_parser():
     assert names == ["validate", "list", "demo", "inspect", "msopgen", "opproto", "declared-cases", "test",
                      "compare", "setup-simulator"]
     parser = build_parser()
-    choices = parser._subparsers._group_actions[0].choices  # pylint: disable=protected-access
+    choices = parser._subparsers._group_actions[0].choices
     assert list(choices) == names
     for command in COMMANDS:
         assert isinstance(command, Command) and command.help and type(command).run is not Command.run

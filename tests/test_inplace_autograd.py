@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import op_plugin  # noqa: F401  (registers the shipped ops)
+import op_plugin  # registers the shipped ops
 
 kv_update = torch.ops.npu.npu_custom_kv_cache_update_
 

@@ -44,7 +44,7 @@ def test_shipped_pieces_import_only_decorators_and_numerics(folder):
 
 
 def test_meta_package_does_not_replace_the_decorator():
-    import op_plugin.meta_functions  # noqa: F401  (the package of hand-written Meta functions)
+    import op_plugin.meta_functions  # the package of hand-written Meta functions
 
     assert callable(op_plugin.meta) and op_plugin.meta.__name__ == "meta"
     assert op_plugin.meta_functions.__name__ == "op_plugin.meta_functions"

@@ -208,7 +208,7 @@ def test_readme_example(tmp_path):
         import io
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            exec(compile(python_text, "README.md", "exec"), {})  # noqa: S102 (our own README, not YAML)
+            exec(compile(python_text, "README.md", "exec"), {})  # our own README, not YAML
         assert printed.getvalue().strip() == "tensor(0.)"     # what the README promises
         assert torch.ops.npu.npu_layer_scale.default
         torch._dynamo.reset()

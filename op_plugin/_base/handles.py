@@ -85,7 +85,7 @@ class HandleGroup(RegistrationHandle):
         while self._members:
             try:
                 self._members.pop().destroy()
-            except BaseException as exc:  # noqa: BLE001  (re-raised below)
+            except BaseException as exc:  # re-raised below
                 failure = failure or exc
         if failure is not None:
             raise failure

@@ -63,7 +63,7 @@ def clone(ta: TorchAirApi, self, *, memory_format=None, meta_outputs=None):
 @aten_converter(torch.ops.aten._native_batch_norm_legit.no_stats, when="completes",
                 cases=[Support(F32(4, 3, 5), F32(3), F32(3), True, 0.1, 1e-5),
                        Support(F32(1, 4, 27), None, None, True, 0.0, 1e-6)])
-def batch_norm_no_stats(ta: TorchAirApi, input, weight, bias, training, momentum, eps,  # noqa: A002 (aten's names)
+def batch_norm_no_stats(ta: TorchAirApi, input, weight, bias, training, momentum, eps,  # aten's names
                         meta_outputs=None):
     """`aten._native_batch_norm_legit.no_stats` (training batch norm without running statistics,
     e.g. BiT's weight-standardised convolutions normalising their weights with
@@ -93,7 +93,7 @@ def batch_norm_no_stats(ta: TorchAirApi, input, weight, bias, training, momentum
                                [True, True, False]),
                        Support(F32(1, 2, 6), F32(1, 3, 8), F32(2, 3, 3), [2], [1], [0], [1], False, [0], 1,
                                [True, True, True])])
-def convolution_backward(ta: TorchAirApi, grad_output, input, weight, bias_sizes, stride, padding,  # noqa: A002
+def convolution_backward(ta: TorchAirApi, grad_output, input, weight, bias_sizes, stride, padding,
                          dilation, transposed, output_padding, groups, output_mask, meta_outputs=None):
     """`aten.convolution_backward` with a one-element stride/padding/dilation/output_padding (aten
     passes `padding=[0]` for `padding="valid"`, e.g. EfficientNet's depthwise convs in training):

@@ -97,19 +97,19 @@ def squeeze_dims(ta: TorchAirApi, self, dim, meta_outputs=None):
 
 
 @aten_converter(aten.clamp_max.default, when="missing", cases=[Support(F32(3, 4), 0.2)])
-def clamp_max(ta: TorchAirApi, self, max, meta_outputs=None):  # noqa: A002 (aten's name)
+def clamp_max(ta: TorchAirApi, self, max, meta_outputs=None):  # aten's name
     """`aten.clamp_max` (`x.clamp(max=m)`): TorchAir's own `clamp.default` converter with no lower bound."""
     return ta.lowering(aten.clamp.default)(self, None, max, meta_outputs=meta_outputs)
 
 
 @aten_converter(aten.clamp_max.Tensor, when="missing", cases=[Support(F32(3, 4), F32(3, 4))])
-def clamp_max_tensor(ta: TorchAirApi, self, max, meta_outputs=None):  # noqa: A002
+def clamp_max_tensor(ta: TorchAirApi, self, max, meta_outputs=None):
     """`aten.clamp_max.Tensor`: TorchAir's `clamp.Tensor` converter with no lower bound."""
     return ta.lowering(aten.clamp.Tensor)(self, None, max, meta_outputs=meta_outputs)
 
 
 @aten_converter(aten.clamp_min.Tensor, when="missing", cases=[Support(F32(3, 4), F32(4))])
-def clamp_min_tensor(ta: TorchAirApi, self, min, meta_outputs=None):  # noqa: A002
+def clamp_min_tensor(ta: TorchAirApi, self, min, meta_outputs=None):
     """`aten.clamp_min.Tensor`: TorchAir's `clamp.Tensor` converter with no upper bound."""
     return ta.lowering(aten.clamp.Tensor)(self, min, None, meta_outputs=meta_outputs)
 

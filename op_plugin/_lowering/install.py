@@ -156,7 +156,7 @@ def _wrap_custom_op(torchair: Any) -> None:
     @functools.wraps(original)
     def custom_op(op_type, *args, inputs=None, outputs=None, attrs=None, node_name=None):
         if attrs:
-            from torchair.core import _torchair  # pylint: disable=import-outside-toplevel,no-name-in-module
+            from torchair.core import _torchair
 
             status, _, _, ge_attrs = _torchair.get_registered_ir_def(op_type)
             known = [name for name, _ in ge_attrs] if status == "SUCCESS" else None

@@ -20,7 +20,7 @@ from .torchair_api import TorchAirApi
                 cases=[Support(F32(64, value_range=(0, 1)), bins=4, min=0, max=1), Support(F32(50), bins=5),
                        Support(F32(8, 8, value_range=(-2, 2)), bins=3, min=-1, max=1),
                        Support(T([0.0, 3.0, 1.0, 1.0, 2.0, 3.0], dtype=torch.float32), bins=4, min=0, max=3)])
-def histc(ta: TorchAirApi, self, bins=100, min=0, max=0, meta_outputs=None):  # noqa: A002 (aten's names)
+def histc(ta: TorchAirApi, self, bins=100, min=0, max=0, meta_outputs=None):  # aten's names
     """`aten.histc` (tokens per expert): GE `Histogram(x, bins, min, max)`, aclnnHistc's semantics
     (hicann ops-math `math/histogram_v2/docs/aclnnHistc.md`: equal-width bins over [min, max],
     min == max takes the data's range, values outside are not counted); x cast to float32 unless
@@ -76,7 +76,7 @@ def _gmm(ta: TorchAirApi, x, weight, group_list, group_type, dtype):
 
 @library_converter("transformers::grouped_mm_fallback",
                    cases=[Support(F32(6, 4), F32(2, 4, 3), T([2, 6], dtype=torch.int32))])
-def grouped_mm_fallback(ta: TorchAirApi, input, weight, offs, meta_outputs=None):  # noqa: A002 (the op's names)
+def grouped_mm_fallback(ta: TorchAirApi, input, weight, offs, meta_outputs=None):  # the op's names
     """transformers' float32 op `transformers::grouped_mm_fallback` (its `grouped_mm` experts under
     compile): lowered as `aten._grouped_mm` (GroupedMatmul, group_type 0)."""
     return grouped_mm(ta, input, weight, offs, meta_outputs=meta_outputs)
@@ -84,7 +84,7 @@ def grouped_mm_fallback(ta: TorchAirApi, input, weight, offs, meta_outputs=None)
 
 @library_converter("transformers::grouped_mm_fallback_backward",
                    cases=[Support(F32(6, 4), F32(2, 4, 3), T([2, 6], dtype=torch.int32), F32(6, 3))])
-def grouped_mm_fallback_backward(ta: TorchAirApi, input, weight, offs, grad_output,  # noqa: A002
+def grouped_mm_fallback_backward(ta: TorchAirApi, input, weight, offs, grad_output,
                                  meta_outputs=None):
     """The backward op of `transformers::grouped_mm_fallback`. d input: each group's rows of grad
     times its weight transposed (rows grouped, as the forward: GroupedMatmul group_type 0); d

@@ -17,7 +17,7 @@ from .torchair_api import TorchAirApi
 
 @library_converter("npu::npu_linear_backward", cases=[Support(F32(3, 5), F32(3, 8), F32(5, 8)),
                                                       Support(F16(16, 32), F16(16, 64), F16(32, 64))])
-def npu_linear_backward(ta: TorchAirApi, grad, input, weight, meta_outputs=None):  # noqa: A002 (the op's names)
+def npu_linear_backward(ta: TorchAirApi, grad, input, weight, meta_outputs=None):  # the op's names
     """(MatMul(grad, weight), MatMul(grad, input, transpose_x1=True))."""
     if grad.rank != 2 or input.rank != 2 or weight.rank != 2:
         raise NotImplementedError(f"npu::npu_linear_backward: op_plugin lowers 2-D grad, input and weight (npu_linear "

@@ -26,7 +26,7 @@ def npu_add_rms_norm_quant(ta: TorchAirApi, x1, x2, gamma, scales1, zero_points1
     zero_points1, zero_points2, beta; attrs axis, epsilon, div_mode, dst_type), int8 outputs only."""
     if dst_type not in (None, _INT8_DEFAULT):
         raise NotImplementedError(f"npu_add_rms_norm_quant: dst_type {dst_type}: op_plugin lowers int8 outputs only")
-    compat, attr = ta._module("_ge_concrete_graph.compat_ir"), ta._module("ge.attr")  # pylint: disable=protected-access
+    compat, attr = ta._module("_ge_concrete_graph.compat_ir"), ta._module("ge.attr")
     # Without an IrDef, ge_op keeps an absent optional input as an empty slot (named), as the REG_OP orders them.
     inputs = {"x1": x1, "x2": x2, "gamma": gamma, "scales1": scales1, "scales2": scales2,
               "zero_points1": zero_points1, "zero_points2": zero_points2, "beta": beta}

@@ -80,7 +80,7 @@ class ConverterEntry:
 
         signature = inspect.signature(fn)
         convert.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
-        setattr(convert, REPLACED, ta._original)  # pylint: disable=protected-access
+        setattr(convert, REPLACED, ta._original)
         return convert
 
 
@@ -184,7 +184,7 @@ def _npu_target(ta: TorchAirApi, qualname: str) -> Any | None:
     first lookup), so that a completion finds TorchAir's converter to complete; None if undefined."""
     op = library_op(qualname)
     if op is not None and qualname.startswith("npu::"):  # torch_npu's ops: TorchAir's `custom` package
-        ta._module("_ge_concrete_graph.ge_converter.custom")  # pylint: disable=protected-access
+        ta._module("_ge_concrete_graph.ge_converter.custom")
     return op
 
 

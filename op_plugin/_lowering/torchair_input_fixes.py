@@ -40,9 +40,9 @@ def flattened_input_attrs(example_inputs, plain_attrs: dict) -> dict:
     """TorchAir's per-input attributes (`plain_attrs`, keyed by dynamo position from the end)
     re-keyed by position from the end among AOT's flattened inputs, on every tensor each input
     flattens to."""
-    import torch  # pylint: disable=import-outside-toplevel
-    from torch._functorch._aot_autograd.descriptors import PlainAOTInput  # pylint: disable=import-outside-toplevel
-    from torch._functorch._aot_autograd.subclass_utils import (  # pylint: disable=import-outside-toplevel
+    import torch
+    from torch._functorch._aot_autograd.descriptors import PlainAOTInput
+    from torch._functorch._aot_autograd.subclass_utils import (
         unwrap_tensor_subclasses,
     )
 
@@ -66,15 +66,15 @@ def flattened_input_attrs(example_inputs, plain_attrs: dict) -> dict:
 
 
 def _install_subclass_input_fixes(torchair: Any) -> None:
-    import torch  # pylint: disable=import-outside-toplevel
+    import torch
 
     # TorchAir's own modules, reached through the package handed in (its import loads them); a TorchAir
     # without them (another version's layout) has not these functions to fix: it is left as it is.
     try:
         npu_fx_compiler = torchair.npu_fx_compiler
-        GeConcreteGraph = torchair._ge_concrete_graph.fx2ge_converter.GeConcreteGraph  # pylint: disable=protected-access
-        is_sym = torchair.ge._ge_graph.is_sym  # pylint: disable=protected-access
-        npu_fx_compiler._get_inputs_custom_attr  # noqa: B018  pylint: disable=protected-access,pointless-statement
+        GeConcreteGraph = torchair._ge_concrete_graph.fx2ge_converter.GeConcreteGraph
+        is_sym = torchair.ge._ge_graph.is_sym
+        npu_fx_compiler._get_inputs_custom_attr  # noqa: B018
     except AttributeError:
         return
 

@@ -11,7 +11,7 @@ from op_plugin._tools.declared.cases import plant_case
 load_torchair()
 from torchair._ge_concrete_graph.supported_declaration import F32  # noqa: E402  importable only after load_torchair
 
-_fragment = torch.library.Library("declsetup", "FRAGMENT")  # pylint: disable=no-member
+_fragment = torch.library.Library("declsetup", "FRAGMENT")
 _fragment.define("scaled_add(Tensor x, Tensor y) -> Tensor")
 # a kernel that holds no reference to this module (a lambda here would keep the module, and the fragment,
 # alive through its __globals__: setup files defining ops by schema and Meta alone have none either)

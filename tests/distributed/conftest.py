@@ -67,7 +67,7 @@ def _serve(rank: int, world: int, port: int, tasks, results) -> None:
             torch._dynamo.reset()
             value = getattr(module, name)(*args)
             results.put((case_id, rank, "ok", value))
-        except BaseException:  # noqa: BLE001  (reported to the parent with its traceback)
+        except BaseException:  # reported to the parent with its traceback
             results.put((case_id, rank, "error", traceback.format_exc()))
     dist.destroy_process_group()
     results.close()

@@ -17,7 +17,7 @@ from op_plugin._simulator.interpreter.errors import GeExecutionError
 def _run_expecting_error(fn, x):
     try:
         torch.compile(fn, backend="npugraph", fullgraph=True)(x)
-    except Exception as error:  # noqa: BLE001  (TorchAir may wrap it; the message is what counts)
+    except Exception as error:  # TorchAir may wrap it; the message is what counts
         cause = error
         while cause is not None and not isinstance(cause, GeExecutionError):
             cause = cause.__cause__

@@ -125,7 +125,7 @@ def divergent_graph_case():
 
     try:
         torch.compile(dispatch, backend="npugraph", dynamic=False, fullgraph=True)(x, ids)
-    except Exception as error:  # noqa: BLE001  (whatever wraps the executor's error)
+    except Exception as error:  # whatever wraps the executor's error
         return str(error)
     raise AssertionError("a rank-divergent MoE graph ran")
 

@@ -84,7 +84,7 @@ def test_simulator_unavailable_names_the_install_command(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     message_repr, torchair_imported = result.stdout.strip().splitlines()[-2:]
-    message = eval(message_repr)  # noqa: S307 - our own repr() output
+    message = eval(message_repr)  # - our own repr() output
     assert "\n" not in message
     assert str(empty) in message
     assert "make setup" in message and "python -m op_plugin._simulator.hosting.install" in message

@@ -19,7 +19,7 @@ PROBE_MODULE = "torchair._ge_concrete_graph.ge_converter.custom._op_plugin_probe
 def _probe(source: str, module: str = PROBE_MODULE):
     """`probe()` defined by `source` in a namespace named like a module of TorchAir's converter package."""
     namespace = {"__name__": module}
-    exec(source, namespace)  # noqa: S102
+    exec(source, namespace)
     return namespace["probe"]
 
 

@@ -37,10 +37,10 @@ class _EagerAotGraph:
 def install(torchair) -> None:
     """Route the ACL-graph modes of the simulator's TorchAir to the AOT graph (idempotent)."""
     del torchair
-    from torchair import npu_fx_compiler  # pylint: disable=import-outside-toplevel
+    from torchair import npu_fx_compiler
 
-    compiler = npu_fx_compiler._NpuFxCompiler  # pylint: disable=protected-access
-    original = compiler._gen_compiled_gm  # pylint: disable=protected-access
+    compiler = npu_fx_compiler._NpuFxCompiler
+    original = compiler._gen_compiled_gm
     if getattr(original, "_op_plugin_acl_modes", False):
         return
 
@@ -53,4 +53,4 @@ def install(torchair) -> None:
         return _EagerAotGraph(gm)
 
     gen_compiled_gm._op_plugin_acl_modes = True
-    compiler._gen_compiled_gm = gen_compiled_gm  # pylint: disable=protected-access
+    compiler._gen_compiled_gm = gen_compiled_gm

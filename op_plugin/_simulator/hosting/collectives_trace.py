@@ -44,7 +44,7 @@ def _load_if_distributed() -> None:
             return  # an npugraph compile says how to install it; other backends are not held up
         try:
             loader.load_torchair()
-        except Exception:  # noqa: BLE001  (an npugraph compile reports it; other backends trace on)
+        except Exception:  # an npugraph compile reports it; other backends trace on
             return
 
 

@@ -42,13 +42,13 @@ def _importer_is_a_converter_function(importer_globals) -> bool:
     name = (importer_globals or {}).get("__name__") or ""
     if not name.startswith(CONVERTER_PACKAGE + "."):
         return False
-    frame = sys._getframe(2)  # pylint: disable=protected-access
+    frame = sys._getframe(2)
     while frame is not None and frame.f_globals is not importer_globals:  # past hooks stacked over ours
         frame = frame.f_back
     return frame is not None and frame.f_code.co_name != "<module>"  # the import runs inside a function
 
 
-def _import(name, globals=None, locals=None, fromlist=(), level=0):  # pylint: disable=redefined-builtin
+def _import(name, globals=None, locals=None, fromlist=(), level=0):
     if (level == 0 and (name == "torch_npu" or name.startswith("torch_npu."))
             and getattr(_this_thread, "depth", 0) and "torch_npu" not in sys.modules
             and _importer_is_a_converter_function(globals)):
@@ -90,9 +90,9 @@ def converter_call():
 def install(torchair) -> None:
     """Run TorchAir's per-node lowering inside `converter_call` (idempotent)."""
     del torchair
-    from torchair._ge_concrete_graph.fx2ge_converter import GeConcreteGraph  # pylint: disable=import-outside-toplevel
+    from torchair._ge_concrete_graph.fx2ge_converter import GeConcreteGraph
 
-    lower = GeConcreteGraph._parse_node_internal  # pylint: disable=protected-access
+    lower = GeConcreteGraph._parse_node_internal
     if getattr(lower, "_op_plugin_torch_npu_stand_in", False):
         return
 
@@ -102,4 +102,4 @@ def install(torchair) -> None:
             return lower(self, *args, **kwargs)
 
     parse_node_internal._op_plugin_torch_npu_stand_in = True
-    GeConcreteGraph._parse_node_internal = parse_node_internal  # pylint: disable=protected-access
+    GeConcreteGraph._parse_node_internal = parse_node_internal

@@ -93,7 +93,7 @@ def parse_steps(text: str) -> StepRanges | None:
 
 def configure(options: dict) -> None:
     """Read the dump options GE gets at initialisation (see the module docstring)."""
-    global _settings  # pylint: disable=global-statement
+    global _settings
     options = options or {}
     if str(options.get("ge.exec.enableDump", "0")) != "1":
         _settings = None
@@ -137,7 +137,7 @@ def dumping(graph, inputs):
         return contextlib.nullcontext()
     state = getattr(graph, "_op_plugin_data_dump", None)
     if state is None:
-        state = graph._op_plugin_data_dump = _GraphDump(graph.name)  # pylint: disable=protected-access
+        state = graph._op_plugin_data_dump = _GraphDump(graph.name)
     step = state.step
     state.step += 1
     if _settings.steps is not None and step not in _settings.steps:
@@ -150,8 +150,8 @@ def dumping(graph, inputs):
 
 @contextlib.contextmanager
 def _dump_run(state: _GraphDump, step: int, inputs: list):
-    global _run_stamp  # pylint: disable=global-statement
-    from ..interpreter.executor import observing  # pylint: disable=import-outside-toplevel
+    global _run_stamp
+    from ..interpreter.executor import observing
 
     if _run_stamp is None:
         _run_stamp = time.strftime("%Y%m%d%H%M%S")
@@ -207,5 +207,5 @@ def _ops_by_name(plan) -> dict:
     cached = getattr(plan, "_op_plugin_ops_by_name", None)
     if cached is None:
         cached = {op.name: op for op in plan.graph_def.op}
-        plan._op_plugin_ops_by_name = cached  # pylint: disable=protected-access
+        plan._op_plugin_ops_by_name = cached
     return cached

@@ -50,9 +50,9 @@ def install(torchair) -> None:
 
 def _install_send_recv_pass(torchair) -> None:
     del torchair
-    from torchair import npu_fx_compiler  # pylint: disable=import-outside-toplevel
+    from torchair import npu_fx_compiler
 
-    if getattr(npu_fx_compiler._process_send_recv, "_op_plugin_simulator", False):  # pylint: disable=protected-access
+    if getattr(npu_fx_compiler._process_send_recv, "_op_plugin_simulator", False):
         return
 
     def process_send_recv(gm, compiler_config):
@@ -68,13 +68,13 @@ def _install_send_recv_pass(torchair) -> None:
                 compiler_config.experimental_config.topology_sorting_strategy = "StableRDFS"
 
     process_send_recv._op_plugin_simulator = True
-    process_send_recv._op_plugin_original = npu_fx_compiler._process_send_recv  # pylint: disable=protected-access
-    npu_fx_compiler._process_send_recv = process_send_recv  # pylint: disable=protected-access
+    process_send_recv._op_plugin_original = npu_fx_compiler._process_send_recv
+    npu_fx_compiler._process_send_recv = process_send_recv
 
 
 def _install_cpu_kernels() -> None:
-    import importlib  # pylint: disable=import-outside-toplevel
-    import sys  # pylint: disable=import-outside-toplevel
+    import importlib
+    import sys
 
     for module_name, ops in _NPU_DEFINE_KERNELS.items():
         module = sys.modules.get(module_name) or importlib.import_module(module_name)
@@ -84,7 +84,7 @@ def _install_cpu_kernels() -> None:
             op = getattr(torch.ops.npu_define, op_name, None)
             if library is None or kernel is None or op is None:
                 continue  # defined by someone else first (TorchAir then skips its own definition)
-            if torch._C._dispatch_has_kernel_for_dispatch_key(op.default.name(), "CPU"):  # pylint: disable=protected-access
+            if torch._C._dispatch_has_kernel_for_dispatch_key(op.default.name(), "CPU"):
                 continue
             library.impl(op_name, _without_input_aliases(kernel), "CPU")
 

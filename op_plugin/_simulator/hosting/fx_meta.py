@@ -41,7 +41,7 @@ def _dims(meta) -> tuple[Dim, ...] | None:
 
 
 def _record_of(ge_graph) -> FxMetaRecord | None:
-    from .native_stub import TorchNpuGraphBase  # pylint: disable=import-outside-toplevel
+    from .native_stub import TorchNpuGraphBase
 
     executor = getattr(ge_graph, "_executor", None)
     if not isinstance(executor, TorchNpuGraphBase):
@@ -65,12 +65,12 @@ def _ge_tensors(value):
 def install(torchair) -> None:
     """Wrap the two TorchAir functions that see each FX node's meta next to its GE tensors."""
     del torchair  # imported: its modules are in sys.modules
-    from torchair._ge_concrete_graph import fx2ge_converter  # pylint: disable=import-outside-toplevel
-    from torchair.ge._ge_graph import get_default_ge_graph  # pylint: disable=import-outside-toplevel
+    from torchair._ge_concrete_graph import fx2ge_converter
+    from torchair.ge._ge_graph import get_default_ge_graph
 
     if getattr(fx2ge_converter, "_op_plugin_fx_meta_installed", False):
         return
-    set_names = fx2ge_converter._set_fx_tensor_names  # pylint: disable=protected-access
+    set_names = fx2ge_converter._set_fx_tensor_names
     parse_input = fx2ge_converter.GeConcreteGraph.parse_input
 
     def recording_set_fx_tensor_names(ge_outputs, fx_tensor_prefix):
@@ -95,6 +95,6 @@ def install(torchair) -> None:
                 record.placeholders[node.name] = dims
         return data
 
-    fx2ge_converter._set_fx_tensor_names = recording_set_fx_tensor_names  # pylint: disable=protected-access
+    fx2ge_converter._set_fx_tensor_names = recording_set_fx_tensor_names
     fx2ge_converter.GeConcreteGraph.parse_input = recording_parse_input
-    fx2ge_converter._op_plugin_fx_meta_installed = True  # pylint: disable=protected-access
+    fx2ge_converter._op_plugin_fx_meta_installed = True

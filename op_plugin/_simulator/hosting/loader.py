@@ -155,7 +155,7 @@ def _import_contained(torchair_parent: Path):
     previous_signals = _current_signal_handlers()
     user_level = _user_set_level("torchair")
     try:
-        import torchair  # pylint: disable=import-outside-toplevel
+        import torchair
         torchair_logger_class = logging.getLoggerClass()
     finally:
         logging.setLoggerClass(previous_logger_class)

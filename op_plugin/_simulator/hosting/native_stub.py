@@ -70,7 +70,7 @@ def loaded_graphs() -> list:
 
 def _parse_model_def(serialized: bytes):
     # Imported late: TorchAir picks the protobuf module matching the installed protobuf version.
-    from torchair._ge_concrete_graph import ge_ir_pb2  # pylint: disable=import-outside-toplevel
+    from torchair._ge_concrete_graph import ge_ir_pb2
 
     model = ge_ir_pb2.ModelDef()
     model.ParseFromString(serialized)
@@ -108,7 +108,7 @@ class TorchNpuGraphBase:
         if self.graph_def is None:
             raise RuntimeError(f"CPU simulator: graph {self.name!r} compiled before it was loaded")
         if self._plan is None:
-            from ..interpreter.executor import compile_graph  # pylint: disable=import-outside-toplevel
+            from ..interpreter.executor import compile_graph
 
             self._plan = compile_graph(self.graph_def, fx_meta=self.fx_meta)
 
@@ -122,7 +122,7 @@ class TorchNpuGraphBase:
             raise RuntimeError(f"CPU simulator: graph {self.name!r} run before it was loaded")
         self.compile()
         # TorchAir's data dump (dump_config), honoured by op_plugin/_simulator/hosting/data_dump.py
-        from .data_dump import dumping  # pylint: disable=import-outside-toplevel
+        from .data_dump import dumping
 
         with dumping(self, inputs), _outside_python_dispatch_modes():
             outputs = self._plan.run(list(inputs))
@@ -141,9 +141,9 @@ def _outside_python_dispatch_modes():
     are aten calls, so the modes are set aside while the graph runs; without that, each of them went
     through AOT's check in Python on the first call (issue 28: ~30% of a 2-layer model's first run).
     No mode active (every later call): nothing to do."""
-    if not torch._C._len_torch_dispatch_stack() and not torch._ops._len_torch_dispatch_stack_pre_dispatch():  # pylint: disable=protected-access
+    if not torch._C._len_torch_dispatch_stack() and not torch._ops._len_torch_dispatch_stack_pre_dispatch():
         return contextlib.nullcontext()
-    from torch.utils._python_dispatch import _disable_current_modes  # pylint: disable=import-outside-toplevel
+    from torch.utils._python_dispatch import _disable_current_modes
 
     return _disable_current_modes()
 
@@ -180,14 +180,14 @@ class TorchDataType:
     STRING = 13
 
 
-def InitializeGraphEngine(options):  # pylint: disable=invalid-name
+def InitializeGraphEngine(options):
     # No graph engine to start on the CPU; its data-dump options are honoured (data_dump.py).
-    from .data_dump import configure  # pylint: disable=import-outside-toplevel
+    from .data_dump import configure
 
     configure(options)
 
 
-def FinalizeGraphEngine():  # pylint: disable=invalid-name
+def FinalizeGraphEngine():
     pass  # nothing to release
 
 
@@ -197,7 +197,7 @@ def check_cann_compat(op_type, runtime_optional_inputs, runtime_optional_attrs):
     return ""
 
 
-def SetDebugLogPath(path):  # pylint: disable=invalid-name
+def SetDebugLogPath(path):
     _debug_log_path[:] = [str(path)]
 
 

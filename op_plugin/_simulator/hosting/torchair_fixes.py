@@ -44,7 +44,7 @@ def install(torchair) -> None:
 
 def _install_indexed_names() -> None:
     """Give every GeGraph an indexed `op_name_list` before its first unique-name lookup."""
-    from torchair.ge._ge_graph import GeGraph  # pylint: disable=import-outside-toplevel
+    from torchair.ge._ge_graph import GeGraph
 
     original = GeGraph.next_unique_name
     if getattr(original, "_op_plugin_indexed", False):
@@ -52,7 +52,7 @@ def _install_indexed_names() -> None:
 
     @functools.wraps(original)
     def next_unique_name(self, name, op):
-        if type(self.op_name_list) is list:  # noqa: E721  (exactly TorchAir's plain list)
+        if type(self.op_name_list) is list:  # exactly TorchAir's plain list
             self.op_name_list = IndexedNames(self.op_name_list)
         return original(self, name, op)
 

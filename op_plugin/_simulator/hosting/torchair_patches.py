@@ -53,7 +53,7 @@ def _apply(state: _TorchState) -> None:
             changed.add(op)
             op.py_kernels.clear()
             op.py_kernels.update(kernels)
-            op._dispatch_cache.clear()  # pylint: disable=protected-access
+            op._dispatch_cache.clear()
     if fake_tensor.torch_decomp_decompositions is not state.fake_decompositions:
         fake_tensor.torch_decomp_decompositions = state.fake_decompositions
     _drop_fake_results_of(changed)
@@ -127,8 +127,8 @@ class TorchAirPatches:
 
 def install(torchair) -> TorchAirPatches:
     """Route TorchAir's compile entry points through one `TorchAirPatches` (idempotent)."""
-    from torchair import npu_fx_compiler  # pylint: disable=import-outside-toplevel
-    from torchair._utils import npu_meta_table  # pylint: disable=import-outside-toplevel
+    from torchair import npu_fx_compiler
+    from torchair._utils import npu_meta_table
 
     existing = getattr(npu_fx_compiler, "_op_plugin_patches", None)
     if existing is not None:
@@ -144,6 +144,6 @@ def install(torchair) -> TorchAirPatches:
     npu_fx_compiler.get_npu_backend = get_npu_backend
     if getattr(torchair, "get_npu_backend", None) is get_backend:
         torchair.get_npu_backend = get_npu_backend
-    npu_fx_compiler._NpuFxCompiler.__call__ = patches.wrap(npu_fx_compiler._NpuFxCompiler.__call__)  # pylint: disable=protected-access
-    npu_fx_compiler._op_plugin_patches = patches  # pylint: disable=protected-access
+    npu_fx_compiler._NpuFxCompiler.__call__ = patches.wrap(npu_fx_compiler._NpuFxCompiler.__call__)
+    npu_fx_compiler._op_plugin_patches = patches
     return patches

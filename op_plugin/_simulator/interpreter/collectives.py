@@ -87,7 +87,7 @@ def process_group(group: str):
     tag, ranks = parse_group_name(group)
     c10d = _distributed()
     key = tag if not tag or tag.startswith(("ptd:", "user:")) else f"user:{tag}"
-    for pg in c10d._world.tags_to_pg.get(key, []):  # pylint: disable=protected-access
+    for pg in c10d._world.tags_to_pg.get(key, []):
         if c10d.get_process_group_ranks(pg) == ranks:
             if c10d.get_rank() not in ranks:
                 refuse(f"this rank ({c10d.get_rank()}) is not in group {group!r}")
@@ -99,7 +99,7 @@ def process_group(group: str):
 
 def group_store(pg):
     """The store of `pg` (a PrefixStore of its own for a subgroup)."""
-    return torch.distributed.distributed_c10d._world.pg_map[pg][1]  # pylint: disable=protected-access
+    return torch.distributed.distributed_c10d._world.pg_map[pg][1]
 
 
 # ---- agreement --------------------------------------------------------------------------------------

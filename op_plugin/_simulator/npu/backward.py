@@ -69,7 +69,7 @@ def npu_gelu_backward(grad_output, self, *, approximate="none"):
 
 
 @named_refusals("npu_linear_backward")
-def npu_linear_backward(grad, input, weight):  # noqa: A002  (schema name)
+def npu_linear_backward(grad, input, weight):  # schema name
     op = "npu_linear_backward"
     for name, tensor in (("grad", grad), ("input", input), ("weight", weight)):
         rank(op, name, tensor, 2)

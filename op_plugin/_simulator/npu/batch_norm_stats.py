@@ -24,7 +24,7 @@ from .dense import cast
 
 
 @named_refusals("batch_norm_gather_stats_update")
-def batch_norm_gather_stats_update(input, mean, invstd, running_mean, running_var, momentum, eps, counts):  # noqa: A002
+def batch_norm_gather_stats_update(input, mean, invstd, running_mean, running_var, momentum, eps, counts):
     op = "batch_norm_gather_stats_update"
     if mean.dim() != 2 or input.dim() < 2 or input.shape[1] != mean.shape[1]:
         raise ValueError(f"npu::{op}: input {tuple(input.shape)} must have the channels of mean (devices, channels) "

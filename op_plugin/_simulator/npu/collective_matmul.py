@@ -43,11 +43,11 @@ _UNDEFINED_DTYPE = 28  # GE DT_UNDEFINED
 def hccl_comm_name(group=None) -> str:
     """The CPU stand-in for an HCCL communicator name: what TorchAir names the gloo process group
     `group` (default: the world) in a GE graph, ``tag=<pg tag>;rank_list=<global ranks>``."""
-    from torch.distributed import distributed_c10d as c10d  # pylint: disable=import-outside-toplevel
+    from torch.distributed import distributed_c10d as c10d
 
-    group = group if group is not None else c10d._get_default_group()  # pylint: disable=protected-access
+    group = group if group is not None else c10d._get_default_group()
     ranks = c10d.get_process_group_ranks(group)
-    return f"tag={c10d._get_group_tag(group)};rank_list={','.join(str(r) for r in ranks)}"  # pylint: disable=protected-access
+    return f"tag={c10d._get_group_tag(group)};rank_list={','.join(str(r) for r in ranks)}"
 
 
 

@@ -99,7 +99,7 @@ def _npu_dtype_cast(self, dtype):
 
 
 @named_refusals("npu_linear")
-def npu_linear(input, weight, bias=None):  # noqa: A002  (schema name)
+def npu_linear(input, weight, bias=None):  # schema name
     _check_float("npu_linear", input=input, weight=weight)
     return ge_op("MatMul")(input, weight, bias, transpose_x1=False, transpose_x2=True)
 
@@ -112,7 +112,7 @@ def _perm(op, what, value, default, allowed):
 
 
 @named_refusals("npu_transpose_batchmatmul")
-def npu_transpose_batchmatmul(input, weight, *, bias=None, scale=None, perm_x1=None, perm_x2=None,  # noqa: A002
+def npu_transpose_batchmatmul(input, weight, *, bias=None, scale=None, perm_x1=None, perm_x2=None,
                               perm_y=None, batch_split_factor=1):
     op = "npu_transpose_batchmatmul"
     return ge_op("TransposeBatchMatMul")(
@@ -169,7 +169,7 @@ def npu_add_rms_norm_v2_functional(x1, x2, gamma, epsilon=1e-6):
 
 
 @named_refusals("npu_group_norm_silu")
-def npu_group_norm_silu(input, weight, bias, group, eps=1e-5):  # noqa: A002  (schema name)
+def npu_group_norm_silu(input, weight, bias, group, eps=1e-5):  # schema name
     return ge_op("GroupNormSilu")(input, weight, bias, num_groups=group, eps=eps)
 
 

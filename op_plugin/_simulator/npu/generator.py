@@ -136,12 +136,12 @@ def npu_generator() -> SimulatedNpuGenerator:
 def install(torchair) -> None:
     """Make every GE graph TorchAir builds draw its seed and offsets from npu_generator(), and
     checkpointed random ops save the NPU generator's state while TorchAir compiles."""
-    from torchair.ge import _ge_graph  # pylint: disable=import-outside-toplevel
+    from torchair.ge import _ge_graph
 
     if getattr(_ge_graph.map_graph_rng_state, "_op_plugin_simulated", False):
         return
     _install_checkpoint_state(torchair)
-    state_class = _ge_graph._GraphRngState  # pylint: disable=protected-access
+    state_class = _ge_graph._GraphRngState
 
     def map_graph_rng_state(gen=None):
         # GeGraph's defaultdict calls this without a generator; TorchAir would then reseed the CPU

@@ -149,7 +149,7 @@ def _define(wheel_root) -> RegistrationHandle:
                          "name them as its custom: entries do (\"op\" or \"op.overload\")")
     names = [name for name in entries if not _defined(name)]  # a user's own definition is left alone
     metas = npu_ops_wheel.meta_functions(wheel_root)  # every Meta function the wheel registers
-    library = torch.library.Library(NAMESPACE, "FRAGMENT")  # pylint: disable=no-member
+    library = torch.library.Library(NAMESPACE, "FRAGMENT")
     undefined, schema_only = {}, []
     try:
         for name in names:
@@ -172,7 +172,7 @@ def _define(wheel_root) -> RegistrationHandle:
         for name, (functional, mutated) in _functional_twins(entries, names, undefined).items():
             library.impl(name, _functionalize_twin_kernel(name, functional, mutated), "Functionalize")
     except BaseException:
-        library._destroy()  # pylint: disable=protected-access
+        library._destroy()
         raise
     _undefined.clear()
     _undefined.update(undefined)
@@ -323,7 +323,7 @@ def _no_gradient_kernel(name: str):
 
 def _undefine(library) -> None:
     global _handle
-    library._destroy()  # pylint: disable=protected-access
+    library._destroy()
     with _lock:
         _handle = None
 

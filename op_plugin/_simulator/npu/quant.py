@@ -40,7 +40,7 @@ def _packed(y, out):
 
 
 @quant_refusals("npu_dynamic_quant")
-def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=None,  # noqa: A002 (schema name)
+def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=None,  # schema name
                       quant_mode="pertoken", dst_type_max=0.0):
     out = _dynamic_out("npu_dynamic_quant", dst_type)
     if quant_mode == "pertoken" and not dst_type_max:
@@ -53,7 +53,7 @@ def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=N
 
 
 @quant_refusals("npu_dynamic_quant_asymmetric")
-def npu_dynamic_quant_asymmetric(input, *, smooth_scales=None, group_index=None,  # noqa: A002 (schema name)
+def npu_dynamic_quant_asymmetric(input, *, smooth_scales=None, group_index=None,  # schema name
                                  dst_type=None, quant_mode="pertoken", dst_type_max=0.0):
     out = _dynamic_out("npu_dynamic_quant_asymmetric", dst_type)
     y, scale, offset = ge_op("DynamicQuantV2")(input, smooth_scales, group_index, dst_type=ge_number(out),

@@ -51,7 +51,7 @@ def _scale(codes):
 
 
 @named_refusals("npu_dynamic_mx_quant")
-def npu_dynamic_mx_quant(input, *, axis=-1, round_mode="rint", dst_type=296, block_size=32, scale_alg=0,  # noqa: A002
+def npu_dynamic_mx_quant(input, *, axis=-1, round_mode="rint", dst_type=296, block_size=32, scale_alg=0,
                          dst_type_max=0.0, max_low_bound=0.0):
     fmt = element_format("npu_dynamic_mx_quant", dst_type)
     y, scale = ge_op("DynamicMxQuant")(input, axis=axis, round_mode=round_mode, dst_type=fmt.ge_number,
@@ -62,7 +62,7 @@ def npu_dynamic_mx_quant(input, *, axis=-1, round_mode="rint", dst_type=296, blo
 
 
 @named_refusals("npu_dynamic_mx_quant_with_dual_axis")
-def npu_dynamic_mx_quant_with_dual_axis(input, *, round_mode="rint", dst_type=296, scale_alg=0,  # noqa: A002
+def npu_dynamic_mx_quant_with_dual_axis(input, *, round_mode="rint", dst_type=296, scale_alg=0,
                                         dst_type_max=0.0):
     fmt = element_format("npu_dynamic_mx_quant_with_dual_axis", dst_type)
     y1, scale1, y2, scale2 = ge_op("DynamicMxQuantWithDualAxis")(
@@ -72,7 +72,7 @@ def npu_dynamic_mx_quant_with_dual_axis(input, *, round_mode="rint", dst_type=29
 
 
 @named_refusals("npu_dynamic_block_mx_quant")
-def npu_dynamic_block_mx_quant(input, *, round_mode="rint", dst_type=296, scale_alg=0, dst_type_max=0.0):  # noqa: A002
+def npu_dynamic_block_mx_quant(input, *, round_mode="rint", dst_type=296, scale_alg=0, dst_type_max=0.0):
     fmt = element_format("npu_dynamic_block_mx_quant", dst_type)
     y, scale1, scale2 = ge_op("DynamicBlockMxQuant")(
         input, round_mode=round_mode, dst_type=fmt.ge_number, scale_alg=0 if scale_alg is None else scale_alg,
@@ -114,7 +114,7 @@ def npu_swiglu_mx_quant(x, *, group_index=None, activate_dim=-1, activate_left=F
 
 
 @named_refusals("npu_dynamic_dual_level_mx_quant")
-def npu_dynamic_dual_level_mx_quant(input, *, smooth_scale=None, round_mode="rint"):  # noqa: A002
+def npu_dynamic_dual_level_mx_quant(input, *, smooth_scale=None, round_mode="rint"):
     y, level0, scale = ge_op("DynamicDualLevelMxQuant")(input, smooth_scale, round_mode=round_mode,
                                                         level0_block_size=512, level1_block_size=32)
     return eager_elements(y, mx.E2M1), level0, _scale(scale)

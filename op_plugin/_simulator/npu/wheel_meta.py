@@ -87,7 +87,7 @@ def _all_schema_entries(wheel_root: str) -> tuple[tuple[str, SchemaEntry], ...]:
     # every process that defines the ops)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     found: list[tuple[str, SchemaEntry]] = []
-    for entry in yaml.load(_top_level_section(text, "custom"), Loader=loader) or ():  # noqa: S506 (a safe loader)
+    for entry in yaml.load(_top_level_section(text, "custom"), Loader=loader) or ():  # a safe loader
         match = re.match(r"\s*([\w.]+)\(", str(entry.get("func", ""))) if isinstance(entry, dict) else None
         if not match:
             continue
@@ -151,7 +151,7 @@ def _run(picked, names) -> dict[str, object]:
     """Run the picked definitions in a private namespace; {op name: its Meta function}."""
     code, function_names = picked
     namespace = {"__name__": __name__ + ".wheel_meta", **_PROVIDED}
-    exec(code, namespace)  # noqa: S102  (the pinned wheel's own code, parsed here or authenticated)
+    exec(code, namespace)  # the pinned wheel's own code, parsed here or authenticated
     return {name: namespace[function_names[name]] for name in names}
 
 
@@ -161,7 +161,7 @@ def _load(picked, names) -> dict[str, object] | None:
         names = list(picked[1])
     try:
         functions = _run(picked, names)
-    except Exception:  # pylint: disable=broad-except  # a stale cache: the caller rebuilds it
+    except Exception:  # a stale cache: the caller rebuilds it
         return None
     return functions if all(callable(f) for f in functions.values()) else None
 

@@ -35,7 +35,7 @@ class VersionAction(argparse.Action):
     """`--version`: op-plugin's version and the versions it runs with (torch, the torch-npu wheel whose
     TorchAir the simulator runs, torch_npu when installed), one per line; computed only when asked."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):  # noqa: A002
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):

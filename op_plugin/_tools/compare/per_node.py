@@ -65,9 +65,9 @@ def compare(model_or_fn, *inputs, dynamic: bool = False, backward: bool | None =
 def _comparing(report: CompareReport):
     torchair = _simulator.load_torchair()
     del torchair
-    from torchair import npu_fx_compiler  # pylint: disable=import-outside-toplevel
+    from torchair import npu_fx_compiler
 
-    compiler_cls = npu_fx_compiler._NpuFxCompiler  # pylint: disable=protected-access
+    compiler_cls = npu_fx_compiler._NpuFxCompiler
     original = compiler_cls.__call__
     counter = {"graphs": 0}
 
@@ -120,7 +120,7 @@ class _ComparingRunner:
 
 
 def _observing(observer):
-    from ..._simulator.interpreter.executor import observing  # pylint: disable=import-outside-toplevel
+    from ..._simulator.interpreter.executor import observing
 
     return observing(observer)
 
@@ -168,7 +168,7 @@ def _at_path(value, path: str):
 def _target_name(node) -> str:
     target = node.target
     if isinstance(target, torch._ops.OpOverload):
-        return f"{target.namespace}.{target._opname}.{target._overloadname}"  # pylint: disable=protected-access
+        return f"{target.namespace}.{target._opname}.{target._overloadname}"
     return getattr(target, "__name__", str(target))
 
 
@@ -220,7 +220,7 @@ def _run(node, env, gm):
             return getattr(args[0], node.target)(*args[1:], **kwargs)
         if node.op == "call_module":
             return gm.get_submodule(node.target)(*args, **kwargs)
-    except Exception as error:  # pylint: disable=broad-except  # reported on the node's row
+    except Exception as error:  # reported on the node's row
         return RuntimeError(f"eager {node.name} failed: {error}")
     return RuntimeError(f"unsupported FX node kind {node.op}")
 

@@ -149,7 +149,7 @@ def declared_converters() -> dict:
         warnings.simplefilter("ignore")
         try:
             from torchair._ge_concrete_graph.ge_converter import custom  # noqa: F401  (registers; TorchAir imports it lazily)
-        except Exception:  # pylint: disable=broad-except  (as TorchAir's test does: custom converters are optional)
+        except Exception:  # as TorchAir's test does: custom converters are optional
             pass
     return _declare_supported_converters()
 
@@ -284,7 +284,7 @@ def run_compiled(case: DeclaredCase) -> CompiledRun:
     with capture_graphs() as graphs:
         try:
             run.out = run.compiled(*run.args, **run.kwargs)
-        except Exception as error:  # pylint: disable=broad-except  (classified by run_case)
+        except Exception as error:  # classified by run_case
             run.error = error
     run.graphs = list(graphs)
     return run
@@ -312,7 +312,7 @@ def _run_case(case: DeclaredCase) -> CaseResult:
     try:
         eager_out = _call(case.target, e_args, e_kwargs)
         eager_error = None
-    except Exception as error:  # pylint: disable=broad-except
+    except Exception as error:
         eager_error = error
     result = CaseResult(case.case_id, "pass", ge_graphs=len(run.graphs), ge_types=run.ge_types)
     if eager_error is not None:

@@ -55,7 +55,7 @@ def needs_group(target) -> bool:
 
 def world_size(case) -> int:
     """The ranks the case asks for: its op's `world_size` argument if it has one (>= 1), else 1."""
-    arguments = [a.name for a in case.target._schema.arguments]  # pylint: disable=protected-access
+    arguments = [a.name for a in case.target._schema.arguments]
     if "world_size" not in arguments:
         return 1
     index = arguments.index("world_size")
@@ -169,7 +169,7 @@ def _peer(case, rank: int, size: int, port: int, write: int) -> None:
         with _joined(_store(port, size, False), rank, size):
             try:
                 result = _run_case(case)
-            except Exception as error:  # pylint: disable=broad-except  (reported to rank 0)
+            except Exception as error:  # reported to rank 0
                 result = CaseResult(case.case_id, "crash", f"declared-cases runner raised {type(error).__name__}: "
                                                            f"{error}")
         os.write(write, (json.dumps(result.as_dict()) + "\n").encode())
@@ -203,7 +203,7 @@ def with_group_names(target, args: list, kwargs: dict) -> tuple[list, dict]:
     names = group_arguments(target)
     if not names:
         return args, kwargs
-    positions = {a.name: i for i, a in enumerate(target._schema.arguments)}  # pylint: disable=protected-access
+    positions = {a.name: i for i, a in enumerate(target._schema.arguments)}
     args = list(args)
     for name in names:
         index = positions[name]

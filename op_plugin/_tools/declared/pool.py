@@ -123,7 +123,7 @@ def run_cases(case_ids: list[str], *, workers: int = 2, timeout: float = 120.0, 
                 worker.stop()
                 worker = None
                 record(result)
-        except BaseException as error:  # pylint: disable=broad-except  (reported by the caller)
+        except BaseException as error:  # reported by the caller
             failures.append(error)
         finally:
             if worker is not None:
@@ -186,7 +186,7 @@ def _worker_main(setup: list[str], memory_limit_gb: float | None) -> int:
                 result = run_case(case)
             except MemoryError as error:
                 result = CaseResult(case_id, "crash", f"out of memory: {error}")
-            except Exception as error:  # pylint: disable=broad-except  (the tool itself failed on this case)
+            except Exception as error:  # the tool itself failed on this case
                 result = CaseResult(case_id, "crash", f"declared-cases runner raised {type(error).__name__}: {error}")
         protocol.write(json.dumps(result.as_dict()) + "\n")
     return 0

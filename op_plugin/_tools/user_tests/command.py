@@ -38,7 +38,7 @@ class UserTestsCommand(Command):
             return 2
         try:
             outcomes = run_yaml_checks(args.file, args.python or [], args.check, args.op, no_grad=args.no_grad)
-        except Exception as exc:  # pylint: disable=broad-except  # a YAML or import error: one line, exit 2
+        except Exception as exc:  # a YAML or import error: one line, exit 2
             print(f"error: {error_detail(exc)}", file=sys.stderr)
             return 2
         if not outcomes:

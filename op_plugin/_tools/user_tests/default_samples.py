@@ -93,7 +93,7 @@ def default_sample_case(spec: OpSpec) -> DefaultSampleCase:
                 check_meta_matches_reference(case)  # a layout the Meta function reads otherwise is another op's
         except MissingImplementationError:
             return case  # no Meta function: the meta check reports it
-        except Exception as exc:  # pylint: disable=broad-except  # the kernel refuses this layout: try the next
+        except Exception as exc:  # the kernel refuses this layout: try the next
             errors.append(f"{_shapes(values)}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
             continue
         return case

@@ -56,7 +56,7 @@ def build_program(plan, inputs: list, folded_values: dict, calls: dict):
     lines.append(f"    return [{', '.join(_read(slot, fixed) for slot in plan.output_slots)}]")
     source = _HEADER + "\n".join(lines) + "\n"
     code = compile(source, "<GE program>", "exec")
-    exec(code, namespace)  # noqa: S102  (generated names only: see the module doc)
+    exec(code, namespace)  # generated names only: see the module doc
     program = namespace["program"]
     program.source = source
     return program

@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from ...._base.numerics import opmath  # noqa: F401  (re-exported: every kernel module widens 16-bit floats alike)
+from ...._base.numerics import opmath  # re-exported: every kernel module widens 16-bit floats alike
 from ...._ge.values import ge_dtype_to_torch
 from ..errors import refuse
 

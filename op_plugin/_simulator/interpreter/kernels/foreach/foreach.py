@@ -331,7 +331,7 @@ def _round_half_to_odd(x):
 
 
 @ge_kernel("ForeachRoundOffNumber")
-def foreach_round_off_number(x, roundMode):  # noqa: N803  (the prototype's input name)
+def foreach_round_off_number(x, roundMode):  # the prototype's input name
     """y_i = round(x_i) in roundMode (a one-element int tensor; TorchAir passes int8, the REG_OP says int64).
 
     Mode 4 rounds half away from zero as CANN defines it, where eager torch.round (which

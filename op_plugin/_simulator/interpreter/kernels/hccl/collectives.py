@@ -155,7 +155,7 @@ def hcom_all_gather(x, *, rank_size, group):
     if x.dim() == 0:
         refuse("x is 0-d; HcomAllGather stacks along dim 0")
     y = x.new_empty((rank_size * x.shape[0], *x.shape[1:]))
-    _wait(pg._allgather_base(y, x.contiguous(), _options(c10d.AllgatherOptions)),  # pylint: disable=protected-access
+    _wait(pg._allgather_base(y, x.contiguous(), _options(c10d.AllgatherOptions)),
           "HcomAllGather", group)
     return y
 
@@ -171,7 +171,7 @@ def hcom_reduce_scatter(x, *, reduction, group, rank_size):
     y = x.new_empty((x.shape[0] // rank_size, *x.shape[1:]))
     opts = _options(c10d.ReduceScatterOptions)
     opts.reduceOp = op
-    _wait(pg._reduce_scatter_base(y, x.contiguous(), opts),  # pylint: disable=protected-access
+    _wait(pg._reduce_scatter_base(y, x.contiguous(), opts),
           f"HcomReduceScatter({reduction})", group)
     return y
 
@@ -259,7 +259,7 @@ def hcom_all_gather_v(x, send_count, recv_counts, recv_displacements, *, group):
     padded = x.new_zeros(widest)
     padded[:x.numel()] = x.contiguous().reshape(-1)
     gathered = x.new_empty(widest * pg.size())
-    _wait(pg._allgather_base(gathered, padded, _options(c10d.AllgatherOptions)),  # pylint: disable=protected-access
+    _wait(pg._allgather_base(gathered, padded, _options(c10d.AllgatherOptions)),
           "HcomAllGatherV", group)
     packed = torch.cat([gathered[r * widest:r * widest + c] for r, c in enumerate(counts)])
     return _keep_trailing(_place_pieces(packed, counts, displs), x)

@@ -54,7 +54,7 @@ def prevent_gradient(x):
 
 
 @ge_kernel("Cmo")
-def cmo(src, *, max_size, type, offset):  # noqa: A002  (the prototype's attr name)
+def cmo(src, *, max_size, type, offset):  # the prototype's attr name
     """A cache prefetch: no outputs, no effect on any value."""
     if max_size <= 0 or offset < 0:
         refuse(f"max_size {max_size} must be > 0 and offset {offset} >= 0")
