@@ -1,5 +1,6 @@
 """One valid call per npu op with a CPU reference kernel (``ops.COVERED``): the seeds that
-test_npu_ops_hostile*.py mutates into hostile calls. Each maker returns (args, kwargs), fresh tensors."""
+npu/test_hostile.py and kernels/test_npu_hostile.py mutate into hostile calls. Each maker returns (args, kwargs),
+fresh tensors."""
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
-"""Hostile variants of a valid npu-op call, and the bounds each call runs under (test_npu_ops_hostile*.py).
+"""Hostile variants of a valid npu-op call, and the bounds each call runs under (npu/test_hostile.py,
+kernels/test_npu_hostile.py).
 
 A variant is (label, kind, args, kwargs): kind "same" is valid-but-unusual input (non-contiguous or
 stride-0 storage of the same values) whose result must equal the call on contiguous copies; kind

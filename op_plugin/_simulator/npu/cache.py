@@ -119,14 +119,6 @@ def npu_kv_rmsnorm_rope_cache_v2_functional(kv, gamma, cos, sin, index, k_cache,
 @named_refusals("npu_scatter_list")
 def npu_scatter_list(self, indices, updates, mask=None, reduce="update", axis=-2):
     """ScatterList (what TorchAir's converter lowers it to, on TensorMove copies of the list)."""
-    # Two shape checks the GE kernel (kernels/index/scatter.py, outside this family's files) does not make yet;
-    # they belong there: a [n, k != 2] indices or a tensor of another rank would otherwise be read silently.
-    if indices.dim() == 2 and indices.shape[1] != 2:
-        raise KernelError(f"indices {tuple(indices.shape)} must be ({len(self)},) or ({len(self)}, 2)")
-    for i, tensor in enumerate(self):
-        if tensor.dim() != updates.dim() - 1:
-            raise KernelError(f"self[{i}] {tuple(tensor.shape)} must have one dim fewer than updates "
-                              f"{tuple(updates.shape)}")
     return list(ge_op("ScatterList")(list(self), indices, updates, mask, reduce=reduce, axis=axis))
 
 

@@ -328,7 +328,7 @@ def _undefine(library) -> None:
         _handle = None
 
 
-DOC_BEGIN = "<!-- generated: wheel ops (tests/simulator/test_npu_ops_all.py) -->"
+DOC_BEGIN = "<!-- generated: wheel ops (tests/simulator/npu/test_wheel_ops.py) -->"
 DOC_END = "<!-- end of generated section -->"
 
 

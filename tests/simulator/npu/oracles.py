@@ -94,3 +94,26 @@ def group_norm_silu(x, gamma, beta, groups, eps):
     variance, mean = torch.var_mean(wide.reshape(x.shape[0], groups, -1), dim=-1, unbiased=False)
     return (torch.nn.functional.silu(normed).to(x.dtype), mean.to(gamma.dtype),
             torch.rsqrt(variance + eps).to(gamma.dtype))
+
+
+def kv_rmsnorm_rope(kv, gamma, cos, sin, v=None, epsilon=1e-5):
+    """(k_rope, c_kv) of KvRmsNormRopeCache (npu_kv_rmsnorm_rope_cache's eager kernel before issue 32): V1 (v None)
+    splits kv [B, 1, S, D] into the RMS-normed part Dv = gamma's size and the roped rest; V2 (v given) norms all
+    of kv, ropes its first cos.shape[-1] dims, passes the rest on, and c_kv = v. The interleaved rope:
+    cat(x[::2], x[1::2]) * cos + cat(-x[1::2], x[::2]) * sin."""
+    wide = _wide(kv).float()
+
+    def rms(x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + epsilon) * _wide(gamma).float()
+
+    def interleave_rope(x):
+        evens, odds = x[..., ::2], x[..., 1::2]
+        return (torch.cat((evens, odds), -1) * _wide(cos).float()
+                + torch.cat((-odds, evens), -1) * _wide(sin).float())
+
+    if v is None:
+        dv = gamma.shape[0]
+        return interleave_rope(wide[..., dv:]).to(kv.dtype), rms(wide[..., :dv]).to(kv.dtype)
+    rope = cos.shape[-1]
+    normed = rms(wide)
+    return torch.cat((interleave_rope(normed[..., :rope]), normed[..., rope:]), -1).to(kv.dtype), v.clone()

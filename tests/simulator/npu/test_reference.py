@@ -1,8 +1,15 @@
 """The ops of op_plugin/_simulator/npu/reference.py (RMS norm, rotary, SwiGLU, scatter-nd): each eager op against
 an independent oracle (rotation matrices built index by index, loops, the formulas of tests/simulator/npu/
-oracles.py) and, bit for bit, against the single-op graph TorchAir builds for it (the same GE kernel)."""
+oracles.py) and, bit for bit, against the single-op graph TorchAir builds for it (the same GE kernel).
+
+torch_npu's own operators on the CPU simulator (op_plugin/_simulator/npu/ops*.py).
+
+Oracles are torch's own formulas (F.rms_norm, F.silu, rotation matrices, F.scaled_dot_product_attention),
+never the kernels under test. Compiled graphs go through TorchAir's own converters and the GE executor."""
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from op_plugin._simulator import capture_graphs
 from op_plugin._simulator.npu import ops as npu_ops
@@ -394,3 +401,147 @@ def test_scatter_nd_update_eager_is_the_graph(dtype):
         npu.npu_scatter_nd_update_(v, i, u)
         return v * 1
     assert_eager_equals_graph(in_place, (var, indices, updates.to(dtype)), "ScatterNdUpdate")
+
+
+# ---- moved from tests/simulator/test_npu_ops.py ----
+
+FLOATS = (F32, F16, BF16)
+
+
+def _materialize(arg):
+    """A declared case's tensor spec as uniform rand in its value_range (default [-2, 2))."""
+    dims = getattr(arg, "dims", None)
+    if dims is None:
+        return arg
+    low, high = arg.value_range if getattr(arg, "value_range", None) else (-2.0, 2.0)
+    return (torch.rand(dims) * (high - low) + low).to(arg.dtype)
+
+
+NORM_CASES = [  # x shape, gamma shape
+    ((2, 3, 8), (8,)), ((4, 6), (6,)), ((2, 3, 4), (3, 4)), ((0, 8), (8,)), ((5,), (5,)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,gshape", NORM_CASES)
+def test_rms_norm(shape, gshape, dtype):
+    x, gamma = torch.randn(shape).to(dtype), torch.randn(gshape).to(dtype)
+    y, rstd = npu.npu_rms_norm(x, gamma, 1e-5)
+    want = F.rms_norm(x.float(), gshape, gamma.float(), eps=1e-5)
+    assert_close(y, want.to(dtype), "npu_ops", equal_nan=True)
+    dims = tuple(range(x.dim() - len(gshape), x.dim()))
+    want_rstd = torch.rsqrt(x.float().pow(2).mean(dims, keepdim=True) + 1e-5)
+    assert rstd.dtype == F32
+    assert_close(rstd, want_rstd, "npu_ops", dtype=F32, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,gshape", NORM_CASES)
+def test_add_rms_norm(shape, gshape, dtype):
+    x1, x2, gamma = torch.randn(shape).to(dtype), torch.randn(shape).to(dtype), torch.randn(gshape).to(dtype)
+    y, rstd, x = npu.npu_add_rms_norm(x1, x2, gamma)
+    total = (x1.float() + x2.float()).to(dtype)
+    assert torch.equal(x, total)
+    assert_close(y, F.rms_norm(total.float(), gshape, gamma.float(), eps=1e-6).to(dtype), "npu_ops", equal_nan=True)
+    rows = F.rms_norm(total.float(), gshape).shape[:x.dim() - len(gshape)]
+    assert rstd.dtype == F32 and rstd.shape == rows + (1,) * len(gshape)
+
+
+def test_rms_norm_nan_and_refusals():
+    x = torch.tensor([[1.0, float("nan")], [1.0, 2.0]])
+    y, _ = npu.npu_rms_norm(x, torch.ones(2))
+    assert torch.isnan(y[0]).all() and torch.isfinite(y[1]).all()
+    with pytest.raises(ValueError, match="npu_rms_norm"):
+        npu.npu_rms_norm(torch.ones(2, 2, dtype=torch.int32), torch.ones(2, dtype=torch.int32))
+    with pytest.raises(ValueError, match="trailing shape"):
+        npu.npu_rms_norm(torch.ones(2, 3), torch.ones(2))
+
+
+ROTARY_CASES = [  # x shape, r shape
+    ((2, 4, 3, 8), (1, 4, 1, 8)), ((2, 3, 4, 8), (1, 1, 4, 8)), ((2, 3, 4, 6), (2, 3, 4, 6)),
+    ((0, 3, 4, 8), (1, 3, 1, 8)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("mode", ["half", "interleave"])
+@pytest.mark.parametrize("shape,rshape", ROTARY_CASES)
+def test_rotary_mul(shape, rshape, mode, dtype, rotation):
+    x, r1, r2 = torch.randn(shape).to(dtype), torch.rand(rshape).to(dtype), torch.rand(rshape).to(dtype)
+    got = npu.npu_rotary_mul(x, r1, r2, mode)
+    want = r1.float() * x.float() + r2.float() * (x.float() @ rotation(shape[-1], mode))
+    assert_close(got, want.to(dtype), "npu_ops", equal_nan=True)
+
+
+def test_rotary_mul_with_rotate_matrix_and_refusals():
+    x, r = torch.randn(2, 3, 4, 6), torch.rand(1, 3, 1, 6)
+    rotate = torch.randn(6, 6)
+    assert_close(npu.npu_rotary_mul(x, r, r, "half", rotate), r * x + r * (x @ rotate), "npu_ops", equal_nan=True)
+    with pytest.raises(ValueError, match="rotary_mode"):
+        npu.npu_rotary_mul(x, r, r, "third")
+    with pytest.raises(ValueError, match="multiple of 4"):  # 'quarter' (CANN mode 2) needs D % 4 == 0
+        npu.npu_rotary_mul(x, r, r, "quarter")
+    with pytest.raises(ValueError, match="multiple of 2"):
+        npu.npu_rotary_mul(torch.randn(1, 1, 1, 5), torch.ones(5), torch.ones(5))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,dim", [((2, 8), -1), ((4, 6, 3), 1), ((4, 6, 3), -3), ((0, 4), -1), ((2,), 0)])
+def test_swiglu(shape, dim, dtype):
+    x = torch.randn(shape).to(dtype)
+    a, b = x.float().split(shape[dim] // 2, dim=dim)
+    assert_close(npu.npu_swiglu(x, dim), (F.silu(a) * b).to(dtype), "npu_ops", equal_nan=True)
+
+
+def test_swiglu_refuses_odd_split():
+    with pytest.raises(ValueError, match="even"):
+        npu.npu_swiglu(torch.randn(3, 5))
+
+
+GE_TYPES = {"npu_rms_norm": "RmsNorm", "npu_rotary_mul": "RotaryMul", "npu_swiglu": "SwiGlu"}
+
+
+@pytest.mark.parametrize("name", sorted(GE_TYPES))
+def test_torchair_declared_cases(name):
+    from torchair._ge_concrete_graph.fx2ge_converter import _declare_supported_converters
+    from torchair._ge_concrete_graph.ge_converter import custom  # noqa: F401  (TorchAir imports it lazily)
+    op = getattr(npu, name).default
+    converter = _declare_supported_converters()[op]
+    assert converter is not None and converter.supported_cases, name
+    for case in converter.supported_cases:
+        args = [_materialize(a) for a in case.args]
+        kwargs = {k: _materialize(v) for k, v in case.kwargs.items()}
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        plain = [None if isinstance(a, torch.Tensor) else a for a in args]
+
+        def fn(*ts, plain=plain, kwargs=kwargs):
+            it = iter(ts)
+            return op(*[next(it) if p is None else p for p in plain], **kwargs)
+
+        check_compiled(fn, tensors, GE_TYPES[name], kind="npu_ops")
+
+
+COMPILED = {  # name -> (fn, args(dtype), GE type)
+    "rms_norm_2d_gamma": (lambda x, g: npu.npu_rms_norm(x, g, 1e-5),
+                          lambda d: (torch.randn(2, 3, 8).to(d), torch.randn(3, 8).to(d)), "RmsNorm"),
+    "add_rms_norm": (lambda a, b, g: npu.npu_add_rms_norm(a, b, g, 1e-5),
+                     lambda d: (torch.randn(4, 8).to(d), torch.randn(4, 8).to(d), torch.randn(8).to(d)), "AddRmsNorm"),
+    "rotary_half": (lambda x, c, s: npu.npu_rotary_mul(x, c, s),
+                    lambda d: (torch.randn(2, 3, 4, 8).to(d), torch.rand(1, 3, 1, 8).to(d),
+                               torch.rand(1, 3, 1, 8).to(d)), "RotaryMul"),
+    "swiglu_dim0": (lambda x: npu.npu_swiglu(x, 0), lambda d: (torch.randn(6, 5).to(d),), "SwiGlu"),
+    "swiglu_last": (lambda x: npu.npu_swiglu(x), lambda d: (torch.randn(2, 3, 10).to(d),), "SwiGlu"),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(COMPILED))
+def test_compiled_matches_eager(name, dtype):
+    fn, make, ge_type = COMPILED[name]
+    check_compiled(fn, make(dtype), ge_type, kind="npu_ops")
+
+
+def test_compiled_dynamic_shapes():
+    fn = lambda x, g: npu.npu_rms_norm(x, g)[0] + npu.npu_swiglu(torch.cat([x, x], -1))  # noqa: E731
+    for rows in (3, 5, 7):
+        check_compiled(fn, (torch.randn(rows, 8), torch.randn(8)), "SwiGlu", kind="npu_ops", dynamic=True)

@@ -17,9 +17,10 @@ its list entry of updates along ``axis``.
 
 For each i whose mask[i] is not 0 (all without mask): var[i][..., start:start + n, ...] = updates[i][..., :n, ...]
 along the var axis (``axis`` counts on updates, which has one more leading dim), start = indice[i] and n the
-updates' axis size for a 1-D indice, [start, n] rows of a 2-D one (n capped at that size). Windows outside the
-var axis are refused (the README: out-of-range indices are not supported; the kernel's flat-offset writes then
-land in a neighbouring row, which is not a contract), as is a reduce other than "update".
+updates' axis size for a 1-D indice, [start, n] rows of a 2-D one (n capped at that size). Refused: an indice
+that is not [len(var)] or [len(var), 2], a var tensor without exactly one dim fewer than updates, windows outside
+the var axis (the README: out-of-range indices are not supported; the kernel's flat-offset writes then
+land in a neighbouring row, which is not a contract) and a reduce other than "update".
 
 QuantUpdateScatter (CANN ops-nn ``index/quant_update_scatter``): quantise ``updates`` along its last
 axis, then write it into slices of ``var`` along ``axis``; what TorchAir lowers torch_npu's
@@ -90,8 +91,11 @@ def scatter_list(var, indice, updates, mask, *, reduce, axis):
     up_axis = axis + updates.dim() if axis < 0 else axis
     if not 1 <= up_axis < updates.dim() or updates.shape[0] != len(var):
         refuse(f"updates {list(updates.shape)} must lead with {len(var)} entries and have axis {axis} after that")
-    if indice.shape[0] != len(var) or indice.dim() not in (1, 2):
+    if indice.dim() not in (1, 2) or indice.shape[0] != len(var) or (indice.dim() == 2 and indice.shape[1] != 2):
         refuse(f"indice {list(indice.shape)} must be [{len(var)}] or [{len(var)}, 2]")
+    for i, tensor in enumerate(var):
+        if tensor.dim() != updates.dim() - 1:
+            refuse(f"var[{i}] {list(tensor.shape)} must have one dim fewer than updates {list(updates.shape)}")
     width = updates.shape[up_axis]
     out = []
     for i, tensor in enumerate(var):

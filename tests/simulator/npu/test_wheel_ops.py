@@ -15,7 +15,7 @@ from op_plugin._simulator.npu import wheel_meta
 
 pytestmark = pytest.mark.usefixtures("torchair")  # defines the ops first (loader.py), then imports TorchAir
 WHEEL = simulator_dir() / "torch_npu"
-DOC = Path(__file__).resolve().parents[2] / "docs" / "torch-npu-ops.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "torch-npu-ops.md"
 
 
 def test_every_op_of_the_schema_list_is_defined():
