@@ -57,7 +57,7 @@ def test_torchairs_swiglu_backward_cases_are_refused_by_eager():
     output (half of x); CANN's SwiGluGrad defines no such input, so eager refuses it (not a pass)."""
     for case in enumerate_cases(["npu.npu_swiglu_backward.default#"]):
         result = run_case(case)
-        assert result.cls == "eager-unsupported" and "half of self" in result.reason, result.reason
+        assert result.cls == "eager-unsupported" and "half of x" in result.reason, result.reason
 
 
 def test_the_npu_converters_cases_are_enumerated_and_counted_apart():

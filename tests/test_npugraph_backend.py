@@ -78,7 +78,7 @@ def test_without_simulator_one_clear_line(tmp_path):
     assert "TYPE: SimulatorUnavailable" in result.stdout, result.stdout + result.stderr[-2000:]
     message = result.stdout.split("ERROR: ", 1)[1].strip()
     assert "\n" not in message                                     # one line
-    assert "make setup" in message and "python -m op_plugin._simulator.hosting.install" in message
+    assert "make setup" in message and "op-plugin setup-simulator" in message
     assert str(tmp_path / "missing") in message
 
 

@@ -87,7 +87,7 @@ def test_simulator_unavailable_names_the_install_command(tmp_path):
     message = eval(message_repr)  # - our own repr() output
     assert "\n" not in message
     assert str(empty) in message
-    assert "make setup" in message and "python -m op_plugin._simulator.hosting.install" in message
+    assert "make setup" in message and "op-plugin setup-simulator" in message
     assert torchair_imported == "False"
 
 
