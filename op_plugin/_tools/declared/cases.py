@@ -35,6 +35,7 @@ import torch
 
 from .compare import compare
 from .group import case_group, needs_group, with_group_names
+from .result import CaseResult
 
 # Result classes. eager-unsupported cases are not counted: eager itself fails on the CPU. too-large: not
 # run at all, its declared inputs alone exceed INPUT_BYTES_LIMIT (it would exhaust the shared host's memory).
@@ -61,22 +62,6 @@ class DeclaredCase:
     def describe(self) -> str:
         parts = [str(a) for a in self.support.args] + [f"{k}={v}" for k, v in self.support.kwargs.items()]
         return f"{self.converter}({', '.join(parts)})"
-
-
-@dataclass
-class CaseResult:
-    case_id: str
-    cls: str
-    reason: str = ""
-    ge_type: str | None = None  # missing-kernel / kernel-error: the GE op type at fault
-    max_abs_err: float | None = None  # numeric: the largest error, and the tolerance it broke
-    tolerance: dict | None = None
-    ge_graphs: int = 0  # GE graphs loaded by the compiled run (0: nothing reached the GE executor)
-    ge_types: list = field(default_factory=list)
-    seconds: float = 0.0
-
-    def as_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
 # Extra cases registered in a worker by a setup module (the tool's own tests plant cases here).
@@ -297,7 +282,7 @@ def run_case(case: DeclaredCase) -> CaseResult:
     if refused is not None:
         return refused
     if needs_group(case.target):
-        with case_group(case) as peers:
+        with case_group(case, _run_case) as peers:
             return peers.fold(_run_case(case))
     return _run_case(case)
 

@@ -31,6 +31,8 @@ import time
 
 import torch
 
+from .result import CaseResult
+
 _GROUP_ARGUMENT = re.compile(r"hcom|group(_\w+)?")
 COLLECTIVE_SECONDS = 60  # each collective wait (gloo, the simulator's agreement)
 STARTUP_SECONDS = 120  # for every rank to join
@@ -115,21 +117,20 @@ class _Peers:
     """Ranks 1.. of a case's world: forked from this process (torch and TorchAir already loaded, so a peer
     starts at once), each running the case and writing its result to a pipe; killed by pid when the case ends."""
 
-    def __init__(self, case, size: int, port: int):
+    def __init__(self, case, size: int, port: int, run):
+        self.run = run  # run(case) -> CaseResult, on each peer
         self.peers = []  # (rank, pid, read end of its result pipe)
         for rank in range(1, size):
             read, write = os.pipe()
             pid = os.fork()
             if pid == 0:  # the peer: never returns
                 os.close(read)
-                _peer(case, rank, size, port, write)
+                _peer(case, self.run, rank, size, port, write)
             os.close(write)
             self.peers.append((rank, pid, read))
 
     def fold(self, result):
         """Rank 0's result, or the first other rank's where rank 0 passed and it did not."""
-        from .cases import CaseResult
-
         deadline = time.monotonic() + 2 * COLLECTIVE_SECONDS  # one bound for all peers: they run side by side
         for rank, _, read in self.peers:
             ready, _, _ = select.select([read], [], [], max(0.0, deadline - time.monotonic()))
@@ -158,17 +159,15 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _peer(case, rank: int, size: int, port: int, write: int) -> None:
+def _peer(case, run, rank: int, size: int, port: int, write: int) -> None:
     """A forked peer rank: join the world, run the case, write its result as JSON, exit without cleanup
     (the parent's objects, its store server among them, are not this process's to tear down)."""
     code = 1
     try:
-        from .cases import CaseResult, _run_case
-
         torch.set_num_threads(1)  # OpenMP's thread pool does not survive fork; one thread needs none
         with _joined(_store(port, size, False), rank, size):
             try:
-                result = _run_case(case)
+                result = run(case)
             except Exception as error:  # reported to rank 0
                 result = CaseResult(case.case_id, "crash", f"declared-cases runner raised {type(error).__name__}: "
                                                            f"{error}")
@@ -179,15 +178,15 @@ def _peer(case, rank: int, size: int, port: int, write: int) -> None:
 
 
 @contextlib.contextmanager
-def case_group(case):
-    """The case's world (rank 0 here, forked peers for the other ranks); yields the peers, whose `fold`
-    combines the ranks' results."""
+def case_group(case, run):
+    """The case's world (rank 0 here, forked peers for the other ranks, each running `run(case)`); yields
+    the peers, whose `fold` combines the ranks' results."""
     size = world_size(case)
     if size > MAX_RANKS:
         raise RuntimeError(f"declared case {case.case_id}: world_size={size}; the tool runs at most {MAX_RANKS} "
                            "ranks")
     store = _store(0, size, True)
-    peers = _Peers(case, size, store.port)
+    peers = _Peers(case, size, store.port, run)
     try:
         with _joined(store, 0, size):
             yield peers

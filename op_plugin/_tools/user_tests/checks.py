@@ -17,14 +17,10 @@ import torch
 from ... import _registry
 from ..._registry.fake_overrides import replaced_fake
 from .error_text import clean_message
-from .oracles import check_golden, check_oracle, custom_type_note
+from .oracles import CheckSkipped, check_golden, check_oracle, custom_type_note
 from .samples import SampleCase, assert_results_close, clone_tree
 
 BACKWARD_TOLERANCE = dict(atol=2e-5, rtol=2e-4)  # float32; a formula differs from autograd in rounding only
-
-
-class CheckSkipped(Exception):
-    """The check does not apply to this case (reason in the message)."""
 
 
 def _floating(tree) -> list[torch.Tensor]:

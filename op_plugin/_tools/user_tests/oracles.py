@@ -32,6 +32,10 @@ _ORACLES: dict[str, Callable] = {}
 _GOLDEN: dict[str, Callable] = {}
 
 
+class CheckSkipped(Exception):
+    """The check does not apply to this case (reason in the message)."""
+
+
 def _registrar(table: dict[str, Callable], what: str) -> Callable:
     def decorator_factory(op_name: str) -> Callable[[Callable], Callable]:
         qualname = _registry.qualify(op_name)
@@ -144,8 +148,6 @@ def _agree(what: str, got: Any, want: Any) -> None:
 
 def check_oracle(case: SampleCase) -> str:
     """The eager op (its reference kernel) and its npugraph result agree with the user's oracle."""
-    from .checks import CheckSkipped
-
     fn = _ORACLES.get(case.spec.qualname)
     if fn is None:
         raise CheckSkipped(custom_type_note(case.spec) or "no @op_plugin.testing.oracle")
@@ -166,8 +168,6 @@ def check_oracle(case: SampleCase) -> str:
 
 def check_golden(case) -> str:
     """Eager and npugraph give the golden case's expected outputs."""
-    from .checks import CheckSkipped
-
     if not isinstance(case, GoldenCase):
         raise CheckSkipped("golden values are checked as their own cases (<op>-golden<i>)")
     with torch.no_grad():
