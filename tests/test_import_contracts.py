@@ -24,6 +24,7 @@ PROBES = [
     ("simulator-jobs", INTERPRETER, "from ..hosting import loader"),
     ("simulator-jobs", "op_plugin/_simulator/npu/dispatch.py", "from ..hosting import loader"),
     ("stages", "op_plugin/_lowering/mapping.py", "from .. import _simulator"),
+    ("acyclic", "op_plugin/_simulator/interpreter/prepared.py", "from . import binding"),
 ]
 
 
