@@ -42,6 +42,7 @@ from .._registry.load import add_load_hook
 from .._registry.op_state import OpState, Piece, add_piece_listener, loaded
 from .converters import generated_converter, missing_mapping_converter
 from .registry import install_aten_converters, install_library_converters, swap_converter
+from .schema_defaults import install_schema_defaults
 from . import torchair_input_fixes
 from .torchair_api import TorchAirApi
 
@@ -185,6 +186,8 @@ def install_converters(torchair: Any, op_hook: OpHook | None = None) -> None:
     _wrap_register(torchair)
     _wrap_custom_op(torchair)
     with HandleGroup("lowering installation") as done:
+        # first: op_plugin's completions then hand cases to TorchAir's converters with the schema's defaults
+        done.add(install_schema_defaults(installation.api))
         done.add(install_aten_converters(installation.api))
         done.add(install_library_converters(installation.api))
         for st in loaded():

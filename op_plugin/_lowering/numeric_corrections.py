@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import torch
 
-from .cases import F16, F32, Support
+from .cases import F32, Support
 from .registry import aten_converter
 from .torchair_api import TorchAirApi
 
@@ -79,15 +79,3 @@ def batch_norm_functional(ta: TorchAirApi, *args, **kwargs):
     y, running_mean, running_var, save_mean, save_rstd = ta.original(*args, **kwargs)
     return y, save_mean, save_rstd, running_mean, running_var   # aten's order
 
-
-@aten_converter("npu::npu_group_norm_silu", when="corrects",
-                cases=[Support(F16(2, 8, 4, 4), F16(8), F16(8), 4), Support(F16(2, 8, 4, 4), F16(8), F16(8), 4, 1e-3)])
-def npu_group_norm_silu(ta: TorchAirApi, self, weight, bias, group, eps=1e-5, meta_outputs=None):
-    """`npu_group_norm_silu` with its schema's default eps: torch_npu's schema declares `float eps=0.00001`
-    (the wheel's npu_native_functions_by_codegen.yaml), the FX node drops an argument equal to its
-    default, and TorchAir's converter (custom/npu_group_norm_silu.py) then fills its own default,
-    0.0001: the graph normalises with ten times eager's eps (on an NPU too). Corrected: the same
-    `GroupNormSilu` node with the eps the call had (REG_OP GroupNormSilu: attrs num_groups, eps)."""
-    if _keep_torchair.get():
-        return ta.original(self, weight, bias, group, eps, meta_outputs=meta_outputs)
-    return ta.ge.GroupNormSilu(self, weight, bias, num_groups=group, eps=eps)

@@ -115,13 +115,11 @@ def test_inplace_index_add(dim, alpha, dtype):
                    kind="kernel")
 
 
-_TORCHAIR_BAG_DEFAULT = pytest.mark.xfail(strict=True, reason=(
-    "TorchAir bug: its _embedding_bag converter defaults mode to 1 (mean) while aten's schema default is 0 "
-    "(sum), and the FX node drops trailing default args, so sum lowers as EmbeddingBag(mode='mean')"))
-
-
+# mode 0 at the schema's default: TorchAir's _embedding_bag converter defaults mode to 1 (mean) and the FX node
+# drops the default, so it lowered sum as EmbeddingBag(mode='mean') until op_plugin passes the schema's
+# defaults (op_plugin/_lowering/schema_defaults.py).
 @pytest.mark.parametrize("mode,per_sample,include_last,padding_idx", [
-    pytest.param(0, False, False, -1, marks=_TORCHAIR_BAG_DEFAULT), (1, False, False, -1), (2, False, False, -1),
+    (0, False, False, -1), (1, False, False, -1), (2, False, False, -1),
     (0, True, False, -1),
     (1, False, True, -1), (0, False, False, 2), (1, False, False, 2),
 ])
