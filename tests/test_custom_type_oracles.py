@@ -268,7 +268,8 @@ def test_users_register_fake_wins_with_a_warning_naming_both(tmp_path):
 
         torch.library.register_fake("npu::npu_h2_fake")(lambda x: x.new_empty(int(x.shape[0])))  # pins the size
         (case,) = testing.yaml_cases(path)   # the file is loaded: its derived sample, <op>-default
-        with pytest.raises(AssertionError, match=r"the torch.library.register_fake function \(.*test_custom_type_oracles"):
+        with pytest.raises(AssertionError,
+                           match=r"the torch.library.register_fake function \(.*test_custom_type_oracles"):
             testing.CHECKS["symbolic"](case)
     finally:
         torch._dynamo.reset()
