@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml Makefile
 	# The CPU simulator: torch-npu (pinned) unpacked beside the environment, never pip-installed
 	# into it (that would make `import torch` try to load the NPU runtime).
 	$(PY) -m op_plugin._simulator.hosting.install
+	# The virtual NPU's C++ part (docs/virtual-npu.md): g++, ninja and torch's headers; about 30 s.
+	$(PY) -m op_plugin._simulator.device.build
 	# Graphviz's `dot` renders `op-plugin inspect` pictures (Debian package graphviz); without it
 	# inspect still prints the graphs and writes the .dot file.
 	command -v dot >/dev/null || (apt-get update && apt-get install -y --no-install-recommends graphviz) \

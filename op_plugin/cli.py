@@ -18,11 +18,12 @@ from ._tools.demo.command import DemoCommand
 from ._tools.inspect.command import InspectCommand
 from ._tools.simulator_setup.command import SetupSimulatorCommand
 from ._tools.user_tests.command import UserTestsCommand
+from ._tools.virtual_npu.command import RunCommand
 from ._tools.yaml_ops.command import ListCommand, ValidateCommand
 
 COMMANDS: tuple[Command, ...] = (
     ValidateCommand(), ListCommand(), DemoCommand(), InspectCommand(), MsopgenCommand(), OpprotoCommand(),
-    DeclaredCasesCommand(), UserTestsCommand(), CompareCommand(), SetupSimulatorCommand(),
+    DeclaredCasesCommand(), UserTestsCommand(), CompareCommand(), SetupSimulatorCommand(), RunCommand(),
 )
 
 

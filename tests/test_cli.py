@@ -100,7 +100,7 @@ def test_the_command_table_is_the_parser():
 
     names = [c.name for c in COMMANDS]
     assert names == ["validate", "list", "demo", "inspect", "msopgen", "opproto", "declared-cases", "test",
-                     "compare", "setup-simulator"]
+                     "compare", "setup-simulator", "run"]
     parser = build_parser()
     choices = parser._subparsers._group_actions[0].choices
     assert list(choices) == names

@@ -10,6 +10,7 @@ table) beside the work they run:
 - `user_tests`: `test` and `op_plugin.testing` (a user's ops checked from their YAML samples)
 - `compare`: `compare` and `op_plugin.compare` (per FX node accuracy, data dumps diffed)
 - `simulator_setup`: `setup-simulator` (the pinned torch-npu wheel unpacked for the CPU simulator)
+- `virtual_npu`: `run` (any command run with the virtual NPU active, docs/virtual-npu.md)
 - `_shared`: what several commands use (the `Command` base, MODULE:FACTORY loading, backend flags,
   progress bars, the tolerance rule, `--version`)
 

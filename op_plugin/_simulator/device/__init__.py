@@ -1,0 +1,18 @@
+"""The virtual NPU: an `npu` device on a host without Ascend hardware (issue 33, docs/virtual-npu.md).
+
+Active only when `OP_PLUGIN_VIRTUAL_NPU=1` is set and the real torch_npu is not importable; brought
+up by the `torch.backends` autoload entry point (`op_plugin_virtual_npu_autoload.py` at the
+repository root) during `import torch`, or by `op-plugin run -- CMD`. PrivateUse1 renamed `npu`,
+storage in host memory.
+
+Modules: `native` (where the C++ part, `csrc/virtual_npu.cpp`, is built and how it is loaded),
+`build` (`python -m op_plugin._simulator.device.build`, run by `make setup`), `activation`
+(`activate()`: the rename, the device module, the generated methods, the fallback), `fallback`
+(the boxed PrivateUse1 fallback; `implementation_for(op)` decides what runs an aten op: today the
+CPU kernel on the same memory), `npu_module` (`torch.npu`: device count and selection, memory
+counters, seeding; a named refusal for what is not emulated).
+
+May import `op_plugin._base`, the `npu` and `interpreter` jobs and torch; never `hosting`. The
+modules import nothing from op_plugin at their top beyond this package, so activation inside
+`import torch` stays small.
+"""

@@ -1,0 +1,161 @@
+"""`torch.npu` on the virtual NPU: the device module registered with `torch._register_device_module`.
+
+Emulated in this phase: `is_available()` (True while the virtual NPU is active), `device_count()`
+(8 by default, `OP_PLUGIN_VIRTUAL_NPU_COUNT` sets it), `current_device()`, `set_device(i)`,
+`device(i)` (a context manager), `synchronize()` (a no-op: the CPU runs every kernel synchronously,
+so there is never outstanding work), the memory counters of the counting allocator
+(`memory_allocated`, `max_memory_allocated`, `memory_reserved`, `max_memory_reserved`,
+`reset_peak_memory_stats`, `reset_max_memory_allocated`, `empty_cache`: nothing is cached, so
+reserved equals allocated and `empty_cache()` frees nothing), `get_device_name()` (`DEVICE_NAME`),
+`manual_seed`/`manual_seed_all`/`seed`/`initial_seed` (the CPU generator for now: npu kernels run
+the CPU kernels, which draw from it). Any other name raises `VirtualNpuMissing` (an
+AttributeError, so `hasattr` stays False) naming it and saying the virtual NPU does not provide it.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+DEVICE_NAME = "op_plugin virtual NPU (Ascend910B on the host CPU)"
+_NATIVE = None
+
+
+class VirtualNpuMissing(AttributeError):
+    """A `torch.npu` name the virtual NPU does not provide (yet)."""
+
+
+def _bind(native) -> None:
+    global _NATIVE
+    _NATIVE = native
+
+
+def is_available() -> bool:
+    return _NATIVE is not None
+
+
+def is_initialized() -> bool:
+    return _NATIVE is not None
+
+
+def init() -> None:
+    """Nothing to initialise: the device is up once the module is registered."""
+
+
+def device_count() -> int:
+    return int(_NATIVE.device_count())
+
+
+def current_device() -> int:
+    return int(_NATIVE.current_device())
+
+
+def _index(device, call: str) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "npu":
+            raise ValueError(f"{call}: expected an npu device, got {device}")
+        index = current_device() if device.index is None else device.index
+    else:
+        index = int(device)
+    _NATIVE.check_index(index, call)
+    return index
+
+
+def set_device(device) -> None:
+    _NATIVE.set_device(_index(device, f"torch.npu.set_device({device!r})"), f"torch.npu.set_device({device!r})")
+
+
+@contextlib.contextmanager
+def device(device):
+    """`with torch.npu.device(i):` makes npu:i current inside the block."""
+    previous = current_device()
+    if device is not None and not (isinstance(device, int) and device < 0):
+        set_device(device)
+    try:
+        yield
+    finally:
+        _NATIVE.set_device(previous, "torch.npu.device")
+
+
+def synchronize(device=None) -> None:
+    """A no-op: the virtual NPU runs every kernel synchronously on the CPU, so nothing is pending."""
+    if device is not None:
+        _index(device, f"torch.npu.synchronize({device!r})")
+
+
+def memory_allocated(device=None) -> int:
+    return int(_NATIVE.memory_allocated(_index(device, "torch.npu.memory_allocated")))
+
+
+def max_memory_allocated(device=None) -> int:
+    return int(_NATIVE.max_memory_allocated(_index(device, "torch.npu.max_memory_allocated")))
+
+
+def memory_reserved(device=None) -> int:
+    """Equals `memory_allocated`: the virtual NPU's allocator caches nothing."""
+    return int(_NATIVE.memory_allocated(_index(device, "torch.npu.memory_reserved")))
+
+
+def max_memory_reserved(device=None) -> int:
+    return int(_NATIVE.max_memory_allocated(_index(device, "torch.npu.max_memory_reserved")))
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _NATIVE.reset_peak_memory_stats(_index(device, "torch.npu.reset_peak_memory_stats"))
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def empty_cache() -> None:
+    """Frees nothing: the allocator caches no blocks (freed memory goes back to the host at once)."""
+
+
+def get_device_name(device=None) -> str:
+    _index(device, "torch.npu.get_device_name")
+    return DEVICE_NAME
+
+
+def manual_seed(seed: int) -> None:
+    """Seeds the CPU generator, which the CPU kernels behind npu tensors draw from (this phase)."""
+    torch.default_generator.manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    manual_seed(seed)
+
+
+def seed() -> None:
+    torch.default_generator.seed()
+
+
+def seed_all() -> None:
+    seed()
+
+
+def initial_seed() -> int:
+    return torch.default_generator.initial_seed()
+
+
+def get_rng_state(device=None) -> torch.Tensor:
+    return torch.default_generator.get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device=None) -> None:
+    torch.default_generator.set_state(new_state)
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def __getattr__(name: str):
+    if name.startswith("__") and name.endswith("__"):
+        raise AttributeError(name)
+    raise VirtualNpuMissing(f"torch.npu.{name}: the virtual NPU does not provide {name} "
+                            f"(op_plugin's virtual NPU emulates part of torch.npu; docs/virtual-npu.md)")
