@@ -55,6 +55,7 @@ class _Installation:
         self.api = TorchAirApi(torchair)  # the one of this installation
         self.op_hook = op_hook
         self.handles: HandleGroup | None = None
+        self.schema_defaults = False  # schema_defaults installed (at the first compile)
 
     def install_op(self, st: OpState) -> HandleGroup:
         """Lower one op; the returned group (also kept in `st.handles`) takes it all back."""
@@ -186,8 +187,6 @@ def install_converters(torchair: Any, op_hook: OpHook | None = None) -> None:
     _wrap_register(torchair)
     _wrap_custom_op(torchair)
     with HandleGroup("lowering installation") as done:
-        # first: op_plugin's completions then hand cases to TorchAir's converters with the schema's defaults
-        done.add(install_schema_defaults(installation.api))
         done.add(install_aten_converters(installation.api))
         done.add(install_library_converters(installation.api))
         for st in loaded():
@@ -204,6 +203,11 @@ def refresh_library_converters() -> int:
     Before `install_converters` there is nothing to refresh."""
     if _installed is None:
         return 0
+    if not _installed.schema_defaults:
+        # at the first compile, not at install: on an Ascend host install runs at `import op_plugin`,
+        # before TorchAir's converter modules are imported (importing them there would cost seconds)
+        _installed.schema_defaults = True
+        _installed.handles.add(install_schema_defaults(_installed.api))
     late = install_library_converters(_installed.api)
     if len(late):
         _installed.handles.add(late)

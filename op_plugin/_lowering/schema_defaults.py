@@ -6,10 +6,11 @@ too: `npu_group_norm_silu`'s schema says `eps=1e-5`, its converter `eps=0.0001`;
 says `mode=0` (sum), its converter `mode=1` (mean); `aten.gelu`'s `approximate="none"` against the
 converter's `"None"`.
 
-`install_schema_defaults` finds every such converter (aten's and torch_npu's ops, comparing each
-declared default of the op's schema with the converter's default for the argument of the same name)
-and registers in its place a converter that passes those arguments with the schema's default when
-the node left them out, then calls TorchAir's. Found, not listed: a TorchAir with other defaults is
+`install_schema_defaults` (at the first compile, `install.refresh_library_converters`) finds every
+such converter (aten's and torch_npu's ops, comparing each declared default of the op's schema with
+the converter's default for the argument of the same name) and registers in its place a converter
+that passes those arguments with the schema's default when the node left them out, then calls
+TorchAir's. Found, not listed: a TorchAir with other defaults is
 handled alike. `default_mismatches(op)` says what differs (docs/npu-faithful-lowering.md lists it).
 """
 from __future__ import annotations
@@ -91,7 +92,10 @@ def _overloads() -> Iterator[Any]:
 def install_schema_defaults(ta: TorchAirApi) -> HandleGroup:
     """TorchAir's converters whose defaults differ from their op's schema, each wrapped to pass the
     schema's default for what the node left out; destroying the group restores TorchAir's."""
-    ta._module("_ge_concrete_graph.ge_converter.custom")  # torch_npu's ops' converters load lazily
+    try:
+        ta._module("_ge_concrete_graph.ge_converter.custom")  # torch_npu's ops' converters load lazily
+    except ImportError:
+        pass  # a TorchAir without torch_npu's converters: the aten ones are checked
     with HandleGroup("schema defaults for TorchAir's converters") as group:
         for op in _overloads():
             converter = torchair_converter(op)
