@@ -74,14 +74,16 @@ def naming_errors(name: str, kernel):
 
 
 def named_refusals(op: str):
-    """Decorator: a kernel computed by a GE kernel of the interpreter re-raises that kernel's refusal
-    (KernelError, which the executor names by node) as a ValueError naming the npu op."""
+    """Decorator: an adapter over a GE kernel re-raises that kernel's refusal (KernelError, which the
+    executor names by node) naming the npu op: a case the simulator does not emulate (its message says
+    what is not "simulated") as NotImplementedError, any other refusal (an input CANN rejects) as ValueError."""
     def wrap(fn):
         @functools.wraps(fn)
         def kernel(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
             except KernelError as error:
-                raise ValueError(f"npu::{op}: {error}") from None
+                kind = NotImplementedError if "simulated" in str(error) else ValueError
+                raise kind(f"npu::{op}: {error}") from None
         return kernel
     return wrap

@@ -20,12 +20,10 @@ single right value; ops that ask for it refuse it by name (``refuse_hifloat8``).
 """
 from __future__ import annotations
 
-import functools
 
 import torch
 
 from ..._ge.values import TORCH_TO_GE
-from ..interpreter.errors import KernelError
 from ..interpreter.kernels.formats import pack_int4 as ge_pack_int4
 
 FP8_LARGEST = {torch.float8_e5m2: 57344.0, torch.float8_e4m3fn: 448.0}
@@ -131,17 +129,3 @@ def packed_int4(y: torch.Tensor) -> torch.Tensor:
     return ge_pack_int4(y, torch.int32, keep_dim=True)
 
 
-def quant_refusals(op: str):
-    """Decorator (``checks.named_refusals`` for the quantisation adapters): a GE kernel's refusal re-raised
-    naming the npu op; a case the simulator does not emulate (its message says what is "simulated") as
-    NotImplementedError, any other refusal as ValueError."""
-    def wrap(fn):
-        @functools.wraps(fn)
-        def kernel(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except KernelError as error:
-                kind = NotImplementedError if "simulated" in str(error) else ValueError
-                raise kind(f"npu::{op}: {error}") from None
-        return kernel
-    return wrap

@@ -3,7 +3,7 @@
 On an NPU these eager ops call the same CANN kernels their GE types run in graph mode, so each maps its
 torch_npu arguments onto the GE op's inputs and attrs (``interpreter/kernels/quant/dynamic_quant.py``,
 ``matmul/quant_matmul.py``: semantics, rounding and refusals documented there and in docs/torch-npu-ops.md),
-packs the output as torch_npu returns it and names the op in every refusal (``formats.quant_refusals``: a case
+packs the output as torch_npu returns it and names the op in every refusal (``formats.named_refusals``: a case
 the simulator does not emulate as NotImplementedError, any other as ValueError):
 
 * ``npu_dynamic_quant`` -> DynamicQuant (pertoken, dst_type_max 0) or DynamicQuantV2 (is_symmetrical), as the
@@ -23,7 +23,8 @@ from __future__ import annotations
 import torch
 
 from ..interpreter.calls import ge_op
-from .formats import fail, ge_number, int_out, packed_int4, quant_refusals, scalar_dtype
+from .checks import named_refusals
+from .formats import fail, ge_number, int_out, packed_int4, scalar_dtype
 
 _INT4 = torch.int4
 
@@ -39,7 +40,7 @@ def _packed(y, out):
     return packed_int4(y) if out == _INT4 else y
 
 
-@quant_refusals("npu_dynamic_quant")
+@named_refusals("npu_dynamic_quant")
 def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=None,  # schema name
                       quant_mode="pertoken", dst_type_max=0.0):
     out = _dynamic_out("npu_dynamic_quant", dst_type)
@@ -52,7 +53,7 @@ def npu_dynamic_quant(input, *, smooth_scales=None, group_index=None, dst_type=N
     return _packed(y, out), scale
 
 
-@quant_refusals("npu_dynamic_quant_asymmetric")
+@named_refusals("npu_dynamic_quant_asymmetric")
 def npu_dynamic_quant_asymmetric(input, *, smooth_scales=None, group_index=None,  # schema name
                                  dst_type=None, quant_mode="pertoken", dst_type_max=0.0):
     out = _dynamic_out("npu_dynamic_quant_asymmetric", dst_type)
@@ -65,7 +66,7 @@ def npu_dynamic_quant_asymmetric(input, *, smooth_scales=None, group_index=None,
 _QUANTIZE_DTYPES = {torch.int8: "torch.qint8", torch.uint8: "torch.quint8", torch.int32: "torch.qint32"}
 
 
-@quant_refusals("npu_quantize")
+@named_refusals("npu_quantize")
 def npu_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
     op = "npu_quantize"
     out = int_out(op, "dtype", dtype, int4=not div_mode)
@@ -86,7 +87,7 @@ def npu_quantize(self, scales, zero_points, dtype, axis=1, div_mode=True):
                              axis=axis % self.dim())
 
 
-@quant_refusals("npu_quant_matmul")
+@named_refusals("npu_quant_matmul")
 def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=None, output_dtype=None,
                      x1_dtype=None, x2_dtype=None, pertoken_scale_dtype=None, scale_dtype=None, group_sizes=None,
                      y_scale=None):
@@ -104,7 +105,7 @@ def npu_quant_matmul(x1, x2, scale, *, offset=None, pertoken_scale=None, bias=No
     return ge_op("QuantBatchMatmulV3")(x1, x2, scale, offset, bias, pertoken_scale, dtype=ge_number(out))
 
 
-@quant_refusals("npu_weight_quant_batchmatmul")
+@named_refusals("npu_weight_quant_batchmatmul")
 def npu_weight_quant_batchmatmul(x, weight, antiquant_scale, antiquant_offset=None, quant_scale=None,
                                  quant_offset=None, bias=None, antiquant_group_size=0, inner_precise=0,
                                  weight_dtype=None):

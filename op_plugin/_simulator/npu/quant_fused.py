@@ -5,7 +5,7 @@ npu_add_rms_norm_quant.
 On an NPU these eager ops call the same CANN kernels their GE types run in graph mode, so each maps its arguments
 onto the GE op (semantics, precision and refusals in ``interpreter/kernels/quant/dynamic_quant.py``,
 ``quant/swiglu_quant.py``, ``norm/rms_norm_quant.py`` and docs/torch-npu-ops.md), packs the outputs as torch_npu
-returns them and names the op in every refusal (``formats.quant_refusals``):
+returns them and names the op in every refusal (``formats.named_refusals``):
 
 * ``npu_anti_quant`` -> AscendAntiQuantV2 (sqrt_mode false; ``custom/npu_anti_quant.py``): an int32 x carries
   int4, unpacked by the converter's Bitcast (``interpreter/kernels/formats.unpack_int4``); src_dtype must agree with
@@ -23,7 +23,8 @@ import torch
 
 from ..interpreter.calls import ge_op
 from ..interpreter.kernels.formats import unpack_int4
-from .formats import fail, ge_number, int_out, packed_int4, quant_refusals, scalar_dtype
+from .checks import named_refusals
+from .formats import fail, ge_number, int_out, packed_int4, scalar_dtype
 
 _HALF = (torch.float16, torch.bfloat16)
 # the dtype an x of torch_npu's npu_anti_quant carries, by its storage dtype, and the src_dtype values naming it
@@ -31,7 +32,7 @@ _ANTI_SRC = {torch.int8: (1, torch.int8, torch.qint8), torch.int32: (16, 285, to
              torch.float8_e5m2: (23, 291, torch.float8_e5m2), torch.float8_e4m3fn: (24, 292, torch.float8_e4m3fn)}
 
 
-@quant_refusals("npu_anti_quant")
+@named_refusals("npu_anti_quant")
 def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
     op = "npu_anti_quant"
     if x.dtype in _ANTI_SRC and src_dtype is not None and src_dtype not in _ANTI_SRC[x.dtype]:
@@ -47,7 +48,7 @@ def npu_anti_quant(x, scale, *, offset=None, dst_dtype=None, src_dtype=None):
     return ge_op("AscendAntiQuantV2")(x, scale, offset, dst_type=ge_number(out), sqrt_mode=False)
 
 
-@quant_refusals("npu_trans_quant_param")
+@named_refusals("npu_trans_quant_param")
 def npu_trans_quant_param(scale, offset=None, round_mode=0):
     return ge_op("TransQuantParamV2")(scale, offset, round_mode=0 if round_mode is None else round_mode)
 
@@ -55,7 +56,7 @@ def npu_trans_quant_param(scale, offset=None, round_mode=0):
 _ROUND_MODES = {0: "rint", 1: "round", 2: "floor", 3: "ceil", 4: "trunc"}
 
 
-@quant_refusals("npu_dequant_swiglu_quant")
+@named_refusals("npu_dequant_swiglu_quant")
 def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bias=None, quant_scale=None,
                              quant_offset=None, group_index=None, activate_left=False, quant_mode=0, dst_type=None,
                              round_mode=None, activate_dim=None, swiglu_mode=0, clamp_limit=7.0, glu_alpha=1.702,
@@ -71,7 +72,7 @@ def npu_dequant_swiglu_quant(x, *, weight_scale=None, activation_scale=None, bia
     return y, scale
 
 
-@quant_refusals("npu_add_rms_norm_dynamic_quant")
+@named_refusals("npu_add_rms_norm_dynamic_quant")
 def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_scale2=None, beta=None,
                                    epsilon=1e-6, output_mask=None, y_dtype=None):
     op = "npu_add_rms_norm_dynamic_quant"
@@ -86,7 +87,7 @@ def npu_add_rms_norm_dynamic_quant(x1, x2, gamma, *, smooth_scale1=None, smooth_
     return y1, y2, x, scale1, scale2
 
 
-@quant_refusals("npu_add_rms_norm_quant")
+@named_refusals("npu_add_rms_norm_quant")
 def npu_add_rms_norm_quant(x1, x2, gamma, scales1, zero_points1=None, beta=None, scales2=None, zero_points2=None, *,
                            axis=-1, epsilon=1e-6, div_mode=True, dst_type=None):
     out = int_out("npu_add_rms_norm_quant", "dst_type", dst_type)

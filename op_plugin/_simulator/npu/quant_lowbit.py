@@ -17,7 +17,8 @@ from __future__ import annotations
 import torch
 
 from ..interpreter.calls import ge_op
-from .formats import HIFLOAT8_NUMBER, fail, packed_int4, quant_refusals
+from .checks import named_refusals
+from .formats import HIFLOAT8_NUMBER, fail, packed_int4
 
 # torch_npu's / torch's dtype numbers of fp8 (and hifloat8) -> ge::DataType
 _FP8_GE = {291: 35, 23: 35, 292: 36, 24: 36, HIFLOAT8_NUMBER: 34,
@@ -26,7 +27,7 @@ _MX_NUMBERS = {291: "float8_e5m2", 292: "float8_e4m3fn", 296: "float4_e2m1fn_x2"
                24: "float8_e4m3fn"}
 
 
-@quant_refusals("npu_quant_max")
+@named_refusals("npu_quant_max")
 def npu_quant_max(x, scale, *, round_mode="rint", dst_dtype=291, group_list=None):
     op = "npu_quant_max"
     key = dst_dtype if isinstance(dst_dtype, torch.dtype) else int(dst_dtype)
@@ -49,7 +50,7 @@ def _rotate_y_dtype(op, dst_dtype):
     fail(op, f"dst_dtype={dst_dtype} is not torch.int8 or torch.quint4x2 (A2/A3)")
 
 
-@quant_refusals("npu_rotate_quant")
+@named_refusals("npu_rotate_quant")
 def npu_rotate_quant(x, rotation, *, alpha=None, dst_dtype=None, axis=-1, round_mode="rint", scale_alg=0,
                      dst_type_max=0.0, transpose_y=False):
     y_dtype = _rotate_y_dtype("npu_rotate_quant", dst_dtype)
@@ -58,7 +59,7 @@ def npu_rotate_quant(x, rotation, *, alpha=None, dst_dtype=None, axis=-1, round_
     return (packed_int4(y) if y_dtype == 29 else y), scale
 
 
-@quant_refusals("npu_kronecker_quant")
+@named_refusals("npu_kronecker_quant")
 def npu_kronecker_quant(x, kronecker_p1, kronecker_p2, clip_ratio=None, dst_dtype=None, dst_type_max=None):
     op = "npu_kronecker_quant"
     if dst_dtype not in (None, 3, torch.int32):

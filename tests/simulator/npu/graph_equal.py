@@ -12,7 +12,7 @@ def _copy(value):
 def assert_eager_equals_graph(fn, args, ge_types=()):
     """Compile `fn` (npugraph, fullgraph), run it on copies of `args`, run `fn` eagerly on `args`; every GE type
     of `ge_types` must be in the graphs built, and every output (and every argument, for in-place ops) equal bit
-    for bit (torch.equal; NaN where the other has NaN)."""
+    for bit (their bit patterns: -0.0, NaN payloads and fp8 codes count)."""
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend="npugraph", fullgraph=True)
     copies = [_copy(a) for a in args]
@@ -30,7 +30,13 @@ def assert_eager_equals_graph(fn, args, ge_types=()):
             assert g == w, f"leaf {index}: {g!r} != {w!r}"
             continue
         assert g.dtype == w.dtype and g.shape == w.shape, f"leaf {index}: {g.dtype} {g.shape} vs {w.dtype} {w.shape}"
-        if g.dtype.is_floating_point:
-            assert torch.equal(g.isnan(), w.isnan()), f"leaf {index}: NaN in different places"
-            g, w = g.nan_to_num(0.0), w.nan_to_num(0.0)
-        assert torch.equal(g, w), f"leaf {index}: eager and graph differ (max {(g.double() - w.double()).abs().max()})"
+        if not torch.equal(_bits(g), _bits(w)):
+            raise AssertionError(f"leaf {index}: eager and graph differ (max {(g.double() - w.double()).abs().max()})")
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's bit patterns (floats as same-size ints: -0.0, NaN payloads and fp8 codes count)."""
+    t = t.contiguous()
+    if t.is_floating_point():
+        return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+    return t

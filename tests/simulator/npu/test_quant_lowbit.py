@@ -14,6 +14,7 @@ from tests.simulator._lowbit_oracles import (code_value as _code_value, nearest_
 from op_plugin._simulator.interpreter.kernels.formats import fp8_saturating_rint
 from op_plugin._simulator.interpreter.kernels.formats import pack_int4 as ge_pack_int4
 from op_plugin._simulator.npu.formats import pack_int4, to_fp8, unpack_int4
+from tests.simulator.npu.graph_equal import assert_eager_equals_graph as _bit_for_bit
 from op_plugin._testing_harness import assert_close, check_compiled, check_dynamic_sizes, run_node
 
 F16, BF16, F32, I8 = torch.float16, torch.bfloat16, torch.float32, torch.int8
@@ -21,23 +22,6 @@ E5M2, E4M3 = torch.float8_e5m2, torch.float8_e4m3fn
 GE_NUMBER = {E5M2: 35, E4M3: 36}
 npu = torch.ops.npu
 pytestmark = pytest.mark.usefixtures("torchair")
-
-
-def _bit_for_bit(fn, args, ge_type):
-    """eager == a single-op npugraph bit for bit: both run the GE kernel of `ge_type`, as on an NPU."""
-    run = check_compiled(fn, args, ge_type, kind="npu_ops")
-    got, want = torch.utils._pytree.tree_leaves(run.got), torch.utils._pytree.tree_leaves(run.want)
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert g.dtype == w.dtype and g.shape == w.shape
-        assert torch.equal(_bits(g), _bits(w))
-
-
-def _bits(t):
-    """A tensor's bit patterns (floats as same-size ints: -0.0 and NaN payloads count)."""
-    if t.is_floating_point():
-        return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-    return t
 
 
 @pytest.mark.parametrize("number", (291, 292))

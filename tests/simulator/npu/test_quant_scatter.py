@@ -8,28 +8,12 @@ import pytest
 import torch
 
 from op_plugin._simulator.npu import ops as npu_ops
+from tests.simulator.npu.graph_equal import assert_eager_equals_graph as _bit_for_bit
 from op_plugin._testing_harness import Npugraph, check_compiled, check_dynamic_sizes, run_node
 
 F16, BF16, F32, I8 = torch.float16, torch.bfloat16, torch.float32, torch.int8
 npu = torch.ops.npu
 pytestmark = pytest.mark.usefixtures("torchair")
-
-
-def _bit_for_bit(fn, args, ge_type):
-    """eager == a single-op npugraph bit for bit: both run the GE kernel of `ge_type`, as on an NPU."""
-    run = check_compiled(fn, args, ge_type, kind="npu_ops")
-    got, want = torch.utils._pytree.tree_leaves(run.got), torch.utils._pytree.tree_leaves(run.want)
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert g.dtype == w.dtype and g.shape == w.shape
-        assert torch.equal(_bits(g), _bits(w))
-
-
-def _bits(t):
-    """A tensor's bit patterns (floats as same-size ints: -0.0 and NaN payloads count)."""
-    if t.is_floating_point():
-        return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-    return t
 
 
 def test_quant_scatter_eager_is_the_graph_bit_for_bit():
