@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -173,6 +174,10 @@ def npugraph(gm: torch.fx.GraphModule, example_inputs: list, mode: str | None = 
 def on_ascend_host() -> bool:
     """torch_npu is importable and reports an NPU. Never true on a host without CANN."""
     if importlib.util.find_spec("torch_npu") is None:
+        return False
+    from ._simulator.device.torch_npu_facade import is_facade
+
+    if is_facade(sys.modules.get("torch_npu")):  # the virtual NPU's torch_npu (docs/virtual-npu.md): a CPU host
         return False
     try:
         import torch_npu  # noqa: F401

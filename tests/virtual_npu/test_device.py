@@ -110,7 +110,7 @@ def test_a_training_step_equals_the_cpu_one(tmp_path):
         import torch
         def train(device):
             torch.manual_seed(0)
-            model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.LayerNorm(8),
+            model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.LayerNorm(8),
                                         torch.nn.Linear(8, 1)).to(device)
             opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)  # one algorithm on both
             x, y = torch.randn(16, 4).to(device), torch.randn(16, 1).to(device)

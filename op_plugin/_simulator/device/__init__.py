@@ -8,9 +8,11 @@ storage in host memory.
 Modules: `native` (where the C++ part, `csrc/virtual_npu.cpp`, is built and how it is loaded),
 `build` (`python -m op_plugin._simulator.device.build`, run by `make setup`), `activation`
 (`activate()`: the rename, the device module, the generated methods, the fallback), `fallback`
-(the boxed PrivateUse1 fallback; `implementation_for(op)` decides what runs an aten op: today the
-CPU kernel on the same memory), `npu_module` (`torch.npu`: device count and selection, memory
-counters, seeding; a named refusal for what is not emulated).
+(the boxed PrivateUse1 fallback; `implementation_for(op)` decides what runs an aten op: a GE kernel
+from `ge_eager.GE_KERNELS`, else the CPU kernel on the same memory), `ge_eager` (aten op -> the GE
+kernel npugraph lowers it to), `npu_module` (`torch.npu`: device count and selection, memory
+counters, seeding, device properties, the SoC; a named refusal for what is not emulated),
+`torch_npu_facade` (`import torch_npu` while active).
 
 May import `op_plugin._base`, the `npu` and `interpreter` jobs and torch; never `hosting`. The
 modules import nothing from op_plugin at their top beyond this package, so activation inside

@@ -1,9 +1,10 @@
 """The boxed PrivateUse1 fallback: every aten op on npu tensors that the C++ part does not own.
 
-`implementation_for(op)` is the one place deciding what runs an op on the virtual NPU. Today its
-answer is always `run_on_cpu`: the CPU kernel on the same memory (the storage is host memory, so
-an npu tensor is seen as a CPU tensor over its bytes, without a copy). The next phase consults a
-table `aten op -> GE kernel` there first, so eager runs the kernel a graph runs.
+`implementation_for(op)` is the one place deciding what runs an op on the virtual NPU. It consults
+`GE_KERNELS` first (`ge_eager`: aten op -> the GE kernel TorchAir lowers it to, for the ops whose
+torch_npu eager kernel and GE lowering are the same CANN kernel; docs/virtual-npu.md), so eager runs
+the kernel a graph runs; every other op runs `run_on_cpu`: the CPU kernel on the same memory (the
+storage is host memory, so an npu tensor is seen as a CPU tensor over its bytes, without a copy).
 
 `run_on_cpu` refuses mixed devices as a real NPU does (an npu tensor with a non-scalar CPU tensor,
 or tensors on two npu devices: "Expected all tensors to be on the same device"); an out= tensor is
@@ -14,6 +15,7 @@ copy, counted in `torch.npu.memory_allocated`).
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import torch
@@ -25,8 +27,13 @@ _CPU_INDICES_ALLOWED = frozenset({"aten::index", "aten::index_put", "aten::index
 
 
 def implementation_for(op: torch._ops.OpOverload) -> Callable:
-    """What runs `op` on npu tensors. Today: the CPU kernel on the same memory, for every op."""
-    del op
+    """What runs `op` on npu tensors: the GE kernel of `ge_eager.GE_KERNELS` where it has one, else the CPU
+    kernel on the same memory."""
+    from .ge_eager import GE_KERNELS  # imported on first dispatch: activation inside `import torch` stays small
+
+    adapter = GE_KERNELS.get(op.name() + "." + op._overloadname)
+    if adapter is not None:
+        return functools.partial(run_adapter, adapter)
     return run_on_cpu
 
 
@@ -42,6 +49,28 @@ def install(native) -> None:
     _NATIVE = native
     _LIBRARY = torch.library.Library("_", "IMPL")  # kept for the process: dropping it unregisters
     _LIBRARY.fallback(_fallback, dispatch_key="PrivateUse1")
+    _register_ge_kernels()
+
+
+_ATEN_LIBRARY = None
+
+
+def _register_ge_kernels() -> None:
+    """A PrivateUse1 kernel for each op of `ge_eager.GE_KERNELS`, as torch_npu registers its own: without one
+    the dispatcher decomposes the op before the fallback sees it (aten.layer_norm into batch_norm through
+    native_layer_norm's CompositeImplicit kernel; aten.mm, gelu, _softmax into their .out overloads)."""
+    global _ATEN_LIBRARY
+    from .ge_eager import GE_KERNELS
+
+    _ATEN_LIBRARY = torch.library.Library("aten", "IMPL")  # kept for the process
+    for key in GE_KERNELS:
+        name, overload = key.split("::", 1)[1].split(".")
+        op = getattr(getattr(torch.ops.aten, name), overload)
+
+        def kernel(*args, _op=op, **kwargs):
+            return implementation_for(_op)(_op, args, kwargs)
+
+        _ATEN_LIBRARY.impl(name if overload == "default" else f"{name}.{overload}", kernel, "PrivateUse1")
 
 
 _NATIVE = None
@@ -130,6 +159,30 @@ def _run_with_host_outs(op, kwargs, host_args, host_kwargs):
     return tuple(kwargs[name] for name in names)
 
 
+def run_adapter(adapter: Callable, op, args, kwargs):
+    """Run `adapter(*args, **kwargs)` (a GE kernel call) on CPU views of the npu tensors' memory; its CPU
+    results go back as npu tensors (borrowed memory, or a view of an input's storage when they alias one).
+    An adapter answering `ge_eager.DECLINE` leaves the op to `run_on_cpu`. Also used for torch_npu's own ops
+    (`torch.ops.npu.*`), whose eager kernels are adapters over GE kernels."""
+    device, npu_inputs = _device_of(op, args, kwargs)
+    host_args, host_kwargs = tree_map(_to_host, (args, kwargs))
+    from .ge_eager import DECLINE
+
+    result = adapter(*host_args, **host_kwargs)
+    if result is DECLINE:
+        return run_on_cpu(op, args, kwargs)
+    return _hand_back(result, device, npu_inputs)
+
+
+def _hand_back(result, device: int, npu_inputs):
+    def back(value):
+        if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+            return _NATIVE.to_npu(value, npu_inputs, device)
+        return value
+
+    return tree_map(back, result)
+
+
 def run_on_cpu(op, args, kwargs):
     """Run `op`'s CPU kernel over the npu tensors' own memory; results as npu tensors."""
     device, npu_inputs = _device_of(op, args, kwargs)
@@ -171,3 +224,31 @@ def run_on_cpu(op, args, kwargs):
         else:
             converted.append(tree_map(back, value))
     return converted[0] if len(returns) == 1 else tuple(converted)
+
+
+_NPU_LIBRARY = None
+
+
+def register_npu_ops() -> None:
+    """A PrivateUse1 kernel for each torch_npu op (`torch.ops.npu.*`) with an eager kernel (`npu.ops.CPU_KERNELS`:
+    adapters over GE kernels): the same adapter, run by `run_on_cpu` on CPU views of the npu tensors' memory,
+    results handed back as npu tensors (in-place and out= results are the npu inputs themselves). Ops that
+    op_plugin did not define (the wheel missing) are skipped. Once per process."""
+    global _NPU_LIBRARY
+    if _NPU_LIBRARY is not None:
+        return
+    from ..npu import ops as npu_ops
+
+    _NPU_LIBRARY = torch.library.Library(npu_ops.NAMESPACE, "IMPL")  # kept for the process
+    for name in npu_ops.CPU_KERNELS:
+        base, _, overload = name.partition(".")
+        try:
+            torch._C._dispatch_find_schema_or_throw(f"{npu_ops.NAMESPACE}::{base}", overload)
+        except RuntimeError:
+            continue
+        op = npu_ops.overload_of(name)
+
+        def kernel(*args, _op=op, **kwargs):
+            return run_on_cpu(_op, args, kwargs)
+
+        _NPU_LIBRARY.impl(name, kernel, "PrivateUse1")

@@ -6,7 +6,10 @@ Emulated in this phase: `is_available()` (True while the virtual NPU is active),
 so there is never outstanding work), the memory counters of the counting allocator
 (`memory_allocated`, `max_memory_allocated`, `memory_reserved`, `max_memory_reserved`,
 `reset_peak_memory_stats`, `reset_max_memory_allocated`, `empty_cache`: nothing is cached, so
-reserved equals allocated and `empty_cache()` frees nothing), `get_device_name()` (`DEVICE_NAME`),
+reserved equals allocated and `empty_cache()` frees nothing), `get_device_name()` (the SoC's name, then
+" (op_plugin virtual NPU)"), `get_device_properties(i)` (`SOCS`), `is_bf16_supported()` (True),
+`get_soc_version()` (torch-npu 2.13.0's SoC query, `torch_npu.npu.utils.get_soc_version`: the SoC's enum
+value; `DEFAULT_SOC`, `OP_PLUGIN_VIRTUAL_NPU_SOC` sets it),
 `manual_seed`/`manual_seed_all`/`seed`/`initial_seed` (the CPU generator for now: npu kernels run
 the CPU kernels, which draw from it). Any other name raises `VirtualNpuMissing` (an
 AttributeError, so `hasattr` stays False) naming it and saying the virtual NPU does not provide it.
@@ -14,11 +17,54 @@ AttributeError, so `hasattr` stays False) naming it and saying the virtual NPU d
 from __future__ import annotations
 
 import contextlib
+import os
+from typing import NamedTuple
 
 import torch
 
-DEVICE_NAME = "op_plugin virtual NPU (Ascend910B on the host CPU)"
+SOC_VAR = "OP_PLUGIN_VIRTUAL_NPU_SOC"
+DEFAULT_SOC = "Ascend910B3"
 _NATIVE = None
+
+
+class Soc(NamedTuple):
+    """A SoC the virtual NPU can stand for: torch_npu's SocVersion value, its AI cube and vector core counts and
+    its HBM size in bytes (docs/virtual-npu.md gives the sources)."""
+
+    version: int
+    cube_core_num: int
+    vector_core_num: int
+    total_memory: int
+
+
+_GB = 1 << 30
+SOCS = {
+    "Ascend910B1": Soc(220, 24, 48, 64 * _GB),
+    "Ascend910B2": Soc(221, 24, 48, 64 * _GB),
+    "Ascend910B3": Soc(223, 20, 40, 64 * _GB),
+    "Ascend910B4": Soc(224, 20, 40, 32 * _GB),
+    "Ascend910_9391": Soc(250, 24, 48, 64 * _GB),
+    "Ascend910_9392": Soc(253, 24, 48, 64 * _GB),
+}
+
+
+def soc_name() -> str:
+    """The SoC the virtual NPU stands for: $OP_PLUGIN_VIRTUAL_NPU_SOC, else DEFAULT_SOC."""
+    name = os.environ.get(SOC_VAR, "").strip() or DEFAULT_SOC
+    if name not in SOCS:
+        raise ValueError(f"{SOC_VAR}={name!r}: the virtual NPU stands for one of {sorted(SOCS)}")
+    return name
+
+
+class NPUDeviceProperties(NamedTuple):
+    """What `torch.npu.get_device_properties(i)` gives (torch_npu's _NPUDeviceProperties fields the virtual NPU
+    knows; multi_processor_count is the vector core count, as torch_npu's inductor device interface reads it)."""
+
+    name: str
+    total_memory: int
+    cube_core_num: int
+    vector_core_num: int
+    multi_processor_count: int
 
 
 class VirtualNpuMissing(AttributeError):
@@ -117,8 +163,28 @@ def empty_cache() -> None:
 
 
 def get_device_name(device=None) -> str:
+    """The SoC's name first (code compares it: "Ascend910B1" <= name <= "Ascend910B4_1"), then who emulates it."""
     _index(device, "torch.npu.get_device_name")
-    return DEVICE_NAME
+    return f"{soc_name()} (op_plugin virtual NPU)"
+
+
+def get_device_properties(device=None) -> NPUDeviceProperties:
+    _index(device, f"torch.npu.get_device_properties({device!r})")
+    name = soc_name()
+    soc = SOCS[name]
+    return NPUDeviceProperties(name, soc.total_memory, soc.cube_core_num, soc.vector_core_num, soc.vector_core_num)
+
+
+def get_soc_version() -> int:
+    """torch-npu 2.13.0's `torch_npu.npu.utils.get_soc_version()` (`npu/_backends.py`): the SoC's SocVersion value
+    (Ascend910B1 220, Ascend910_9391 250, ...)."""
+    return SOCS[soc_name()].version
+
+
+def is_bf16_supported(including_emulation: bool = False) -> bool:
+    """True: the Ascend 910B/910_93 SoCs the virtual NPU stands for compute bfloat16."""
+    del including_emulation
+    return True
 
 
 def manual_seed(seed: int) -> None:
@@ -157,5 +223,5 @@ def _is_in_bad_fork() -> bool:
 def __getattr__(name: str):
     if name.startswith("__") and name.endswith("__"):
         raise AttributeError(name)
-    raise VirtualNpuMissing(f"torch.npu.{name}: the virtual NPU does not provide {name} "
+    raise VirtualNpuMissing(f"torch.npu.{name} (torch_npu.npu.{name}): the virtual NPU does not provide {name} "
                             f"(op_plugin's virtual NPU emulates part of torch.npu; docs/virtual-npu.md)")

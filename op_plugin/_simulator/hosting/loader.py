@@ -80,6 +80,7 @@ from . import (
     aclgraph_mode, converter_torch_npu, distributed, fx_meta, install, native_stub, npu_settings, torchair_fixes,
     torchair_patches,
 )
+from ..device.torch_npu_facade import is_facade
 from ..npu import generator as rng, ops as npu_ops
 
 
@@ -132,7 +133,7 @@ def _import_what_dynamo_imports_at_its_first_trace() -> None:
 
 
 def _refuse_foreign_modules() -> None:
-    if "torch_npu" in sys.modules:
+    if "torch_npu" in sys.modules and not is_facade(sys.modules["torch_npu"]):  # the virtual NPU's is no torch_npu
         raise RuntimeError(
             "torch_npu is already imported in this process; the CPU simulator cannot be used "
             "alongside it (TorchAir changes behaviour when torch_npu is loaded)"
@@ -172,7 +173,7 @@ def _import_contained(torchair_parent: Path):
     npu_settings.install(torchair)  # torch.npu.matmul.allow_hf32 (False) for the two converters that read it
     converter_torch_npu.install(torchair)  # `import torch_npu` in a converter: the CPU-host stand-in, during the call
     aclgraph_mode.install(torchair)  # mode reduce-overhead / npugraph_ex: the AOT graph, no ACL capture
-    if "torch_npu" in sys.modules:  # the documented boundary; fail loudly if it ever breaks
+    if "torch_npu" in sys.modules and not is_facade(sys.modules["torch_npu"]):  # the boundary; fail loudly
         raise RuntimeError("loading the simulator's TorchAir imported torch_npu; the import boundary is broken")
     return torchair
 
