@@ -40,3 +40,17 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     if t.is_floating_point():
         return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
     return t
+
+
+def assert_op_eager_equals_graph(name: str, ge_type: str, call) -> None:
+    """`assert_eager_equals_graph` for the npu op `name` ("op" or "op.overload") on `call()`'s
+    (args, kwargs), a function of the op's tensor arguments compiled (the kwargs stay Python values)."""
+    torch.manual_seed(0)
+    args, kwargs = call()
+    base, _, overload = name.partition(".")
+    op = getattr(getattr(torch.ops.npu, base), overload or "default")
+
+    def fn(*tensors):
+        return op(*tensors, **kwargs)
+
+    assert_eager_equals_graph(fn, list(args), ge_type)

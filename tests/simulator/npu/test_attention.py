@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from op_plugin._testing_harness import Const, Npugraph, assert_close, check_compiled, run_node
 
 from .._npu_hostile_calls import VALID
-from .graph_equal import assert_eager_equals_graph
+from .graph_equal import assert_op_eager_equals_graph
 
 pytestmark = pytest.mark.usefixtures("torchair")
 
@@ -42,16 +42,7 @@ GE_TYPES = {
 
 @pytest.mark.parametrize("name", sorted(GE_TYPES))
 def test_eager_equals_single_op_graph(name):
-    torch.manual_seed(0)
-    args, kwargs = VALID[name]()
-    op = getattr(torch.ops.npu, name.split(".")[0])
-    if "." in name:
-        op = getattr(op, name.split(".")[1])
-
-    def fn(*tensors):
-        return op(*tensors, **kwargs)
-
-    assert_eager_equals_graph(fn, list(args), GE_TYPES[name])
+    assert_op_eager_equals_graph(name, GE_TYPES[name], VALID[name])
 
 
 # ---- moved from tests/simulator/test_npu_ops_attention.py ----

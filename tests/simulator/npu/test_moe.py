@@ -30,7 +30,7 @@ import torch
 from op_plugin._testing_harness import assert_close, check_compiled, check_dynamic_sizes, run_node
 
 from .._npu_hostile_calls import VALID
-from .graph_equal import assert_eager_equals_graph
+from .graph_equal import assert_op_eager_equals_graph
 
 pytestmark = pytest.mark.usefixtures("torchair")
 
@@ -54,16 +54,7 @@ SEEDS = {"npu_moe_init_routing_v2": lambda: ((torch.randn(5, 8), torch.randint(0
 
 @pytest.mark.parametrize("name", sorted(GE_TYPES))
 def test_eager_equals_single_op_graph(name):
-    torch.manual_seed(0)
-    args, kwargs = SEEDS.get(name, VALID[name])()
-    op = getattr(torch.ops.npu, name.split(".")[0])
-    if "." in name:
-        op = getattr(op, name.split(".")[1])
-
-    def fn(*tensors):
-        return op(*tensors, **kwargs)
-
-    assert_eager_equals_graph(fn, list(args), GE_TYPES[name])
+    assert_op_eager_equals_graph(name, GE_TYPES[name], SEEDS.get(name, VALID[name]))
 
 
 # ---- moved from tests/simulator/test_npu_ops_moe.py ----
