@@ -12,7 +12,10 @@ Modules: `native` (where the C++ part, `csrc/virtual_npu.cpp`, is built and how 
 from `ge_eager.GE_KERNELS`, else the CPU kernel on the same memory), `ge_eager` (aten op -> the GE
 kernel npugraph lowers it to), `npu_module` (`torch.npu`: device count and selection, memory
 counters, seeding, device properties, the SoC; a named refusal for what is not emulated),
-`torch_npu_facade` (`import torch_npu` while active).
+`streams` (`torch.npu.Stream`, `Event`,
+`current_stream`, `stream()`: no concurrency, host timing), `graphs` (`torch.npu.NPUGraph`, `graph()`: capture
+records the aten ops, replay reruns them into the captured tensors), `torch_npu_facade` (`import torch_npu`
+while active).
 
 May import `op_plugin._base`, the `npu` and `interpreter` jobs and torch; never `hosting`. The
 modules import nothing from op_plugin at their top beyond this package, so activation inside

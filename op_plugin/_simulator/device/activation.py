@@ -50,7 +50,7 @@ def activate() -> None:
     import torch
     import torch.utils.backend_registration  # not yet imported while `import torch` autoloads
 
-    from . import fallback, npu_module, torch_npu_facade
+    from . import fallback, npu_module, streams, torch_npu_facade
     from .native import load_native
 
     native = load_native()
@@ -67,5 +67,6 @@ def activate() -> None:
     native.register_hooks()
     fallback.install(native)
     fallback.register_npu_ops()
+    streams.install()
     torch_npu_facade.install()
     _ACTIVE = True

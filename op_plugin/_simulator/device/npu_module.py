@@ -11,7 +11,10 @@ reserved equals allocated and `empty_cache()` frees nothing), `get_device_name()
 `get_soc_version()` (torch-npu 2.13.0's SoC query, `torch_npu.npu.utils.get_soc_version`: the SoC's enum
 value; `DEFAULT_SOC`, `OP_PLUGIN_VIRTUAL_NPU_SOC` sets it),
 `manual_seed`/`manual_seed_all`/`seed`/`initial_seed` (the CPU generator for now: npu kernels run
-the CPU kernels, which draw from it). Any other name raises `VirtualNpuMissing` (an
+the CPU kernels, which draw from it); `Stream`, `Event`, `current_stream`, `default_stream`, `set_stream`,
+`stream(s)` (`streams`: no concurrency, host timing) and `NPUGraph`, `graph`, `is_current_stream_capturing`
+(`graphs`: capture records the aten ops, replay reruns them into the captured tensors); `make_graphed_callables`
+is a named refusal. Any other name raises `VirtualNpuMissing` (an
 AttributeError, so `hasattr` stays False) naming it and saying the virtual NPU does not provide it.
 """
 from __future__ import annotations
@@ -21,6 +24,17 @@ import os
 from typing import NamedTuple
 
 import torch
+
+from .graphs import NPUGraph as NPUGraph
+from .graphs import graph as graph
+from .graphs import is_current_stream_capturing as is_current_stream_capturing
+from .graphs import make_graphed_callables as make_graphed_callables
+from .streams import Event as Event
+from .streams import Stream as Stream
+from .streams import current_stream as current_stream
+from .streams import default_stream as default_stream
+from .streams import set_stream as set_stream
+from .streams import stream as stream
 
 SOC_VAR = "OP_PLUGIN_VIRTUAL_NPU_SOC"
 DEFAULT_SOC = "Ascend910B3"
