@@ -305,9 +305,11 @@ def _widened(fn):
     return widened
 
 
+@functools.lru_cache(maxsize=None)
 def _dtype_check(rules, input_names: tuple[str, ...]):
     """The check of the rules `one_dtype` and `accepts` on a kernel's grouped inputs (tensors or
-    specs: it reads dtypes only), or None where the rules make none."""
+    specs: it reads dtypes only), or None where the rules make none. Made once per kernel (rules and
+    names are frozen), not per node or per direct call."""
     index = {name: i for i, name in enumerate(input_names)}
     same = [index[ge_name(name)] for name in rules.one_dtype]
     accepts = [(index[ge_name(name)], ge_name(name), dtypes) for name, dtypes in rules.accepts]

@@ -350,11 +350,11 @@ class GraphPlan:
         resolver = self.fx.resolver(inputs) if self.fx is not None else None
         observer = _observers[-1] if _observers else None
         agree = self._agreement_pending
+        fixed = self._fixed_slots
         for step in self._kernel_steps:
             args = [values[slot] for slot in step.arg_slots]
             if agree and step.collective:
                 collectives.agree(step.op, step.attrs, args)
-            fixed = self._fixed_slots
             specs = [spec_of(arg, slot in fixed) for arg, slot in zip(args, step.arg_slots, strict=True)]
             call, outputs = _run_kernel(step, args, specs, resolver)
             calls[step] = call
@@ -443,10 +443,6 @@ def _run_kernel(step: _Step, args: list, specs: list, resolver=None) -> tuple:
         raise
     except Exception as error:  # name the node: a bare torch error says nothing about the graph
         raise kernel_failure(op, error) from error
-    if isinstance(outputs, torch.Tensor) or not isinstance(outputs, (list, tuple)):
-        raise GeExecutionError(f"GE kernel for {op.type} (node {op.name!r}) must return a list of tensors, "
-                               f"got {type(outputs).__name__}")
-    outputs = list(outputs)
     if step.checks and len(outputs) != len(step.checks):
         raise GeExecutionError(
             f"node {op.name!r} ({op.type}): the graph declares {len(step.checks)} outputs, "
