@@ -27,6 +27,7 @@ import os
 import re
 import select
 import signal
+import socket
 import time
 
 import torch
@@ -98,11 +99,23 @@ def _joined(store, rank: int, size: int):
             os.environ[_TIMEOUT_VARIABLE] = previous
 
 
-def _store(port: int, size: int, master: bool):
+def _store(port: int, size: int, master: bool, listening: socket.socket | None = None):
+    """The case's store; a master given `listening` serves on that socket and owns it from then on (the
+    store closes the descriptor when it is destroyed)."""
     import torch.distributed as dist
 
     return dist.TCPStore("127.0.0.1", port, size, master, timeout=datetime.timedelta(seconds=STARTUP_SECONDS),
-                         wait_for_workers=False)  # the master starts the peers after it listens
+                         wait_for_workers=False,  # the master starts the peers after it listens
+                         master_listen_fd=None if listening is None else listening.detach())
+
+
+def _listening_socket() -> socket.socket:
+    """A socket bound to a free port of 127.0.0.1 and listening: the peers connect to it (the kernel queues
+    them) before the store's server, and its threads, exist in rank 0."""
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(MAX_RANKS * 4)
+    return listening
 
 
 @contextlib.contextmanager
@@ -117,7 +130,7 @@ class _Peers:
     """Ranks 1.. of a case's world: forked from this process (torch and TorchAir already loaded, so a peer
     starts at once), each running the case and writing its result to a pipe; killed by pid when the case ends."""
 
-    def __init__(self, case, size: int, port: int, run):
+    def __init__(self, case, size: int, port: int, run, listening: socket.socket):
         self.run = run  # run(case) -> CaseResult, on each peer
         self.peers = []  # (rank, pid, read end of its result pipe)
         for rank in range(1, size):
@@ -125,6 +138,7 @@ class _Peers:
             pid = os.fork()
             if pid == 0:  # the peer: never returns
                 os.close(read)
+                listening.close()
                 _peer(case, self.run, rank, size, port, write)
             os.close(write)
             self.peers.append((rank, pid, read))
@@ -185,13 +199,17 @@ def case_group(case, run):
     if size > MAX_RANKS:
         raise RuntimeError(f"declared case {case.case_id}: world_size={size}; the tool runs at most {MAX_RANKS} "
                            "ranks")
-    store = _store(0, size, True)
-    peers = _Peers(case, size, store.port, run)
+    # Fork first, then start the store's server: a fork while its threads serve the first peers can copy a
+    # lock one of them holds into the last peer, which then never joins (seen on a loaded 2-core CI run).
+    listening = _listening_socket()
+    peers = _Peers(case, size, listening.getsockname()[1], run, listening)
     try:
+        store = _store(listening.getsockname()[1], size, True, listening)
         with _joined(store, 0, size):
             yield peers
     finally:
         peers.stop()
+        listening.close()  # a no-op once the store owns it
 
 
 def with_group_names(target, args: list, kwargs: dict) -> tuple[list, dict]:
