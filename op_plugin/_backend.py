@@ -15,8 +15,9 @@ On the simulator, dynamo's graph is first made the one an Ascend host traces
 (`_simulator.npu.dispatch`); on both hosts the numeric corrections of TorchAir's lowering apply
 unless `torchair_gelu=True` (docs/npu-faithful-lowering.md).
 
-May import: `op_plugin._base`, `_registry`, `_lowering`, `_simulator` (only its lazily loaded names, and the
-SoC list of `_simulator.npu.dispatch`, which needs nothing but torch), torch.
+May import: `op_plugin._base`, `_registry`, `_lowering`, `_simulator` (only its lazily loaded names, the
+SoC list of `_simulator.npu.dispatch`, which needs nothing but torch, and, on the virtual NPU, what an Ascend
+program imports: `_simulator.hosting.user_imports`), torch.
 Never the tools.
 """
 from __future__ import annotations
@@ -199,6 +200,7 @@ def prepare_host() -> bool:
         _simulator.define_npu_ops()
         _simulator.load_torchair_before_collectives_trace()
         _register_npugraph_ex_here()
+        _serve_ascend_imports_on_the_virtual_npu()
         return False
     import torchair  # shipped inside torch_npu; importable once torch_npu is
 
@@ -222,6 +224,17 @@ def _register_npugraph_ex_here() -> None:
     # looking it up would scan every entry point at import, seconds.
     if importlib.util.find_spec("torch_npu") is None and "npugraph_ex" not in registry._COMPILER_FNS:
         registry.register_backend(npugraph_ex, name="npugraph_ex")
+
+
+def _serve_ascend_imports_on_the_virtual_npu() -> None:
+    """On the virtual NPU (docs/virtual-npu.md), `import torchair` and dynamo's backend "npu" work as on an
+    Ascend host, where torch_npu provides them: both give `load_torchair()`'s TorchAir."""
+    from ._simulator.device.activation import should_activate
+
+    if should_activate():
+        from ._simulator.hosting import user_imports
+
+        user_imports.install(load_torchair)
 
 
 def load_torchair_for_host(force_simulator: bool = False) -> tuple[Any, bool]:

@@ -15,7 +15,8 @@ counters, seeding, device properties, the SoC; a named refusal for what is not e
 `streams` (`torch.npu.Stream`, `Event`,
 `current_stream`, `stream()`: no concurrency, host timing), `graphs` (`torch.npu.NPUGraph`, `graph()`: capture
 records the aten ops, replay reruns them into the captured tensors), `torch_npu_facade` (`import torch_npu`
-while active).
+while active), `torchair_branches` (what TorchAir's NPU-device branches read from torch_npu), `graph_io` (a GE
+graph's npu inputs as CPU views of their memory, its results handed back as npu tensors).
 
 May import `op_plugin._base`, the `npu` and `interpreter` jobs and torch; never `hosting`. The
 modules import nothing from op_plugin at their top beyond this package, so activation inside

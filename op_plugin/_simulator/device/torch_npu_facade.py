@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import types
 
 import torch
 
 from ..npu import torch_npu_standin as standin
-from . import npu_module
+from . import npu_module, torchair_branches
 from .npu_module import VirtualNpuMissing
 
 NAME = "torch_npu"
@@ -84,6 +85,8 @@ def _build(spec) -> types.ModuleType:
     facade.__version__ = VERSION
     facade.__file__ = None
     facade.npu = npu_module
+    facade.get_npu_format = torchair_branches.get_npu_format
+    facade.get_storage_size = torchair_branches.get_storage_size
     soc = npu_module.get_soc_version
     utils = _submodule("torch_npu.npu.utils", get_soc_version=soc, get_cann_version=standin.get_cann_version,
                        _is_gte_cann_version=standin.is_gte_cann_version,
@@ -134,6 +137,19 @@ def install() -> None:
     FINDER.active = True
     if FINDER not in sys.meta_path:
         sys.meta_path.append(FINDER)  # last: a real torch_npu on the path would be found first (never here)
+
+
+def import_facade() -> types.ModuleType:
+    """`import torch_npu` on behalf of user code (TorchAir's `__init__` imports it on an Ascend host, so a user's
+    `import torchair` brings torch_npu in): the façade, put in `sys.modules` if it is not there yet."""
+    if not FINDER.active:
+        raise RuntimeError("torch_npu's façade exists only while the virtual NPU is active")
+    module = sys.modules.get(NAME)
+    if module is None:
+        spec = importlib.machinery.ModuleSpec(NAME, _Loader(), origin=ORIGIN, is_package=True)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[NAME] = module
+    return module
 
 
 def is_facade(module) -> bool:

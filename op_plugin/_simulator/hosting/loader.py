@@ -80,7 +80,9 @@ from . import (
     aclgraph_mode, converter_torch_npu, distributed, fx_meta, install, native_stub, npu_settings, torchair_fixes,
     torchair_patches,
 )
+from ..device.activation import is_active
 from ..device.torch_npu_facade import is_facade
+from ..device.torchair_branches import native_executor_modules
 from ..npu import generator as rng, ops as npu_ops
 
 
@@ -151,6 +153,9 @@ def _import_contained(torchair_parent: Path):
     if parent not in sys.path:
         sys.path.append(parent)  # appended: never shadows anything already importable
     sys.modules.setdefault(native_stub.MODULE_NAME, native_stub.make_native_module())
+    if is_active():  # the virtual NPU: TorchAir's NPU branches import two more native modules
+        for name, module in native_executor_modules().items():
+            sys.modules.setdefault(name, module)
 
     previous_logger_class = logging.getLoggerClass()
     previous_signals = _current_signal_handlers()

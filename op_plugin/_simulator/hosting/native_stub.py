@@ -124,8 +124,12 @@ class TorchNpuGraphBase:
         # TorchAir's data dump (dump_config), honoured by op_plugin/_simulator/hosting/data_dump.py
         from .data_dump import dumping
 
-        with dumping(self, inputs), _outside_python_dispatch_modes():
-            outputs = self._plan.run(list(inputs))
+        from ..device.graph_io import device_outputs, host_inputs
+
+        # npu inputs (the virtual NPU) run as CPU views of their memory; the results go back as npu tensors.
+        host, placement = host_inputs(inputs, self.name)
+        with dumping(self, host), _outside_python_dispatch_modes():
+            outputs = device_outputs(self._plan.run(host), placement)
             # An assigned output is an input tensor that GE writes the result into (output aliases input).
             for index, target in enumerate(assigned_outputs or ()):
                 if target is not None:

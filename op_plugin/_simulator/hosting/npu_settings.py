@@ -34,6 +34,8 @@ class TorchWithNpuSettings(types.ModuleType):
 
 
 def _rebind(module) -> None:
+    if "npu" in torch.__dict__:  # the virtual NPU's torch.npu has the switch (device/torchair_branches.py)
+        return
     if not isinstance(module.__dict__.get("torch"), TorchWithNpuSettings):
         module.torch = TorchWithNpuSettings()
 

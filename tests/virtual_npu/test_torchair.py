@@ -1,0 +1,104 @@
+"""TorchAir on npu tensors (issue 33 item 4): an Ascend program's `import torch_npu`, `import torchair`,
+`get_npu_backend()` / `backend="npu"` on the virtual NPU, TorchAir taking its NPU-device branches. Each check in a
+child process (test_device.py). The oracle for numbers is the CPU-tensor path in a process without the virtual
+NPU (the same GE graph on the same kernels must give the same bits), or eager on CPU tensors."""
+from __future__ import annotations
+
+from .test_device import _ok, _python, built_extension  # noqa: F401  (the module fixture builds the C++ part)
+
+_MODEL = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                            torch.nn.Linear(32, 4)).eval()
+x = torch.randn(8, 16)
+"""
+
+
+def test_get_npu_backend_on_npu_tensors_gives_the_cpu_paths_bits(tmp_path):
+    _ok(_MODEL + """
+import op_plugin
+with torch.no_grad():
+    torch.save(torch.compile(model, backend="npugraph")(x), "cpu_path.pt")
+""", tmp_path, active=False)
+    out = _ok(_MODEL + """
+import torch_npu, torchair
+from torchair.configs.compiler_config import CompilerConfig
+from op_plugin._simulator.hosting.native_stub import capture_graphs
+model, x = model.npu(), x.npu()
+with torch.no_grad(), capture_graphs() as graphs:
+    out = torch.compile(model, backend=torchair.get_npu_backend(compiler_config=CompilerConfig()))(x)
+assert out.device == torch.device("npu", 0), out.device
+assert torch.equal(out.cpu(), torch.load("cpu_path.pt")), "npu path differs from the CPU path"
+print("executor", [g.attr["_executor_type"].i for g in graphs])
+""", tmp_path)
+    assert "executor [1]" in out  # TorchAir's NPU executor type: it took its torch_npu branches
+
+
+def test_import_torchair_and_backend_npu_as_on_an_ascend_host(tmp_path):
+    out = _ok(_MODEL + """
+import sys
+import torchair                                   # no op_plugin call, no torch_npu import first
+assert "torch_npu" in sys.modules                 # TorchAir's __init__ brings torch_npu in, as on an NPU host
+from torchair.configs.compiler_config import CompilerConfig  # noqa: F401
+model, x = model.npu(1), x.npu(1)
+with torch.no_grad():
+    out = torch.compile(model, backend="npu")(x)
+    eager = model(x)
+assert out.device == torch.device("npu", 1), out.device
+print("max", (out.cpu() - eager.cpu()).abs().max().item())
+print("same module", torchair is __import__("op_plugin").load_torchair())
+""", tmp_path)
+    assert float(out.split("max ")[1].split()[0]) < 1e-5 and "same module True" in out
+
+
+def test_training_step_through_get_npu_backend(tmp_path):
+    _ok("""
+import torch, torch_npu, torchair
+torch.manual_seed(0)
+def make():
+    torch.manual_seed(1)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)).npu()
+compiled, reference = make(), make()
+step = torch.compile(compiled, backend=torchair.get_npu_backend())
+x = torch.randn(8, 16).npu()
+step(x).sum().backward()
+reference(x).sum().backward()
+for a, b in zip(compiled.parameters(), reference.parameters()):
+    assert a.grad.device.type == "npu"
+    torch.testing.assert_close(a.grad.cpu(), b.grad.cpu(), rtol=1e-5, atol=1e-6)
+""", tmp_path)
+
+
+def test_torchairs_npu_settings_are_torch_npus(tmp_path):
+    out = _ok("""
+import torch, torch_npu
+assert torch.npu.matmul.allow_hf32 is False and torch.npu.conv.allow_hf32 is True   # torch_npu's defaults
+assert torch.npu._get_deterministic_level() == 0
+torch.use_deterministic_algorithms(True)
+assert torch.npu._get_deterministic_level() == 1   # reconciled with torch's flag, as torch_npu does
+torch.use_deterministic_algorithms(False)
+torch.npu.set_deterministic_level(2)
+assert torch.are_deterministic_algorithms_enabled() and torch.npu._get_deterministic_level() == 2
+x = torch.ones(2, 3).npu()
+print(torch_npu.get_npu_format(x), torch_npu.get_storage_size(x[:, 1:]))
+try:
+    torch.npu.set_deterministic_level(5)
+except ValueError as error:
+    print("refused", "set_deterministic_level" in str(error))
+""", tmp_path)
+    assert out.split() == ["2", "6", "refused", "True"]  # ACL_FORMAT_ND; the view's storage holds 6 elements
+
+
+def test_graph_inputs_on_two_devices_are_refused_naming_the_graph(tmp_path):
+    result = _python("""
+import torch, op_plugin
+from op_plugin._simulator.device.graph_io import host_inputs
+host_inputs([torch.ones(2).npu(0), torch.ones(2).npu(1)], "graph_7")
+""", tmp_path)
+    assert result.returncode != 0 and "GE graph 'graph_7'" in result.stderr and "npu:0 and npu:1" in result.stderr
+
+
+def test_without_the_virtual_npu_the_cpu_path_is_unchanged(tmp_path):
+    result = _python("import torch, op_plugin\nimport torchair", tmp_path, active=False)
+    assert result.returncode != 0 and "No module named 'torchair'" in result.stderr, result.stderr[-2000:]
