@@ -35,6 +35,10 @@ from .streams import current_stream as current_stream
 from .streams import default_stream as default_stream
 from .streams import set_stream as set_stream
 from .streams import stream as stream
+from .torchair_branches import _get_deterministic_level as _get_deterministic_level
+from .torchair_branches import conv as conv
+from .torchair_branches import matmul as matmul
+from .torchair_branches import set_deterministic_level as set_deterministic_level
 
 SOC_VAR = "OP_PLUGIN_VIRTUAL_NPU_SOC"
 DEFAULT_SOC = "Ascend910B3"
