@@ -39,6 +39,7 @@ EXPECTED_FIGURES = {
                      "yaml_rss_kib_per_op.N5", "yaml_tracemalloc_kib_per_op.N5"],
     "npu_tiers": ["npugraph_over_eager.w8a8:bfloat16.T1", "npugraph_over_aot_eager.w8a8:bfloat16.T1"],
     "distributed_tier": ["npugraph_over_eager", "npugraph_over_aot_eager"],
+    "npu_eager": ["eager_npu_over_cpu.example:bert_layer.B2xL7", "npugraph_npu_over_cpu.example:bert_layer.B2xL7"],
 }
 
 

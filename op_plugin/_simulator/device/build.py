@@ -1,6 +1,6 @@
 """Build the virtual NPU's C++ part: `python -m op_plugin._simulator.device.build [--force] [--quiet]`.
 
-`make setup` runs it after the simulator install. It compiles `csrc/virtual_npu.cpp` with
+`make setup` runs it after the simulator install. It compiles `csrc/*.cpp` with
 `torch.utils.cpp_extension` (ninja when available, which torch's builder prefers; g++ and the
 headers of the installed torch are enough) into `native.build_dir()`, then writes the stamp
 `native.load_native()` checks. Idempotent: a build matching today's source returns at once.
@@ -17,11 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-from .native import EXTENSION_NAME, STAMP_NAME, build_dir, built_library, source_digest, source_path
+from .native import EXTENSION_NAME, STAMP_NAME, build_dir, built_library, source_digest, source_paths
 
 _CHILD = """
 import sys, torch.utils.cpp_extension as ext
-ext.load(name=sys.argv[1], sources=[sys.argv[2]], build_directory=sys.argv[3], extra_cflags=["-O2"],
+ext.load(name=sys.argv[1], sources=sys.argv[2].split("|"), build_directory=sys.argv[3], extra_cflags=["-O2"],
          verbose=sys.argv[4] == "1", is_python_module=True)
 """
 
@@ -37,13 +37,14 @@ def build(folder: Path | None = None, *, force: bool = False, verbose: bool = Fa
     # ninja (the `test` extra installs it) is found on PATH: this environment's bin folder first.
     bin_dir = os.path.dirname(sys.executable)
     env = dict(os.environ, PATH=os.pathsep.join(filter(None, [bin_dir, os.environ.get("PATH")])))
-    result = subprocess.run([sys.executable, "-c", _CHILD, EXTENSION_NAME, str(source_path()), str(folder),
+    sources = "|".join(str(path) for path in source_paths())
+    result = subprocess.run([sys.executable, "-c", _CHILD, EXTENSION_NAME, sources, str(folder),
                              "1" if verbose else "0"], capture_output=not verbose, text=True, check=False, env=env)
     library = folder / f"{EXTENSION_NAME}.so"
     if result.returncode != 0 or not library.is_file():
         detail = "" if verbose else f"\n{result.stdout}\n{result.stderr}"
         raise RuntimeError(f"building the virtual NPU's C++ part in {folder} failed{detail}")
-    stamp = {"digest": source_digest(), "library": library.name, "source": str(source_path())}
+    stamp = {"digest": source_digest(), "library": library.name, "sources": [p.name for p in source_paths()]}
     (folder / STAMP_NAME).write_text(json.dumps(stamp) + "\n", encoding="utf-8")
     return library
 

@@ -1,9 +1,9 @@
 """Where the virtual NPU's C++ part is built and how it is loaded.
 
-The source is `csrc/virtual_npu.cpp` beside this module; `build.py` compiles it with
+The sources are `csrc/*.cpp` (and `csrc/virtual_npu.h`) beside this module; `build.py` compiles them with
 `torch.utils.cpp_extension` into a fixed folder under the running environment,
 `<sys.prefix>/op-plugin-virtual-npu/` (`OP_PLUGIN_VIRTUAL_NPU_DIR` overrides), and writes a stamp
-naming the source's digest and the torch version. `load_native()` loads that build and refuses a
+naming the sources' digest and the torch version. `load_native()` loads that build and refuses a
 missing or stale one with an error naming `make setup` and the build command. This module imports
 only the standard library at its top: the autoload entry point's activation starts here.
 """
@@ -33,15 +33,19 @@ def build_dir() -> Path:
     return Path(override) if override else Path(sys.prefix) / "op-plugin-virtual-npu"
 
 
-def source_path() -> Path:
-    return Path(__file__).resolve().parent / "csrc" / "virtual_npu.cpp"
+def source_paths() -> list[Path]:
+    """The C++ sources compiled into the extension."""
+    return sorted((Path(__file__).resolve().parent / "csrc").glob("*.cpp"))
 
 
 def source_digest() -> str:
-    """What a build must match: the C++ source, the torch version and the Python ABI."""
+    """What a build must match: the C++ sources and header, the torch version and the Python ABI."""
     import torch
 
-    digest = hashlib.sha256(source_path().read_bytes())
+    digest = hashlib.sha256()
+    for path in sorted((Path(__file__).resolve().parent / "csrc").glob("*.[ch]*")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
     digest.update(torch.__version__.encode())
     digest.update(sys.implementation.cache_tag.encode())
     return digest.hexdigest()

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+
 from .binding import NODE_PARAMETER, BoundKernel, attr_value, kernel_signature, prototype_of
 from .errors import GeExecutionError
-from .prepared import direct_specs
+from .prepared import direct_specs, index_like
 from .registry import lookup_kernel
 
 
@@ -55,11 +57,28 @@ class GeOp:
         self._signature = signature
         self._python_name = dict(signature.attr_parameters)
         self._prototype = prototype_of(entry, op_type)
+        self._calls: dict = {}  # _call_key -> prepared call
 
     def __repr__(self):
         return f"ge_op({self.op_type!r})"
 
     def __call__(self, *inputs, layouts: dict[int, str] | None = None, **attrs):
+        if len(inputs) > len(self._signature.inputs) and not self._signature.var_positional:
+            raise TypeError(f"{self.op_type} takes {len(self._signature.inputs)} inputs "
+                            f"{list(self._signature.inputs)}, got {len(inputs)}")
+        padded = list(inputs) + [None] * (len(self._signature.inputs) - len(inputs))
+        key = _call_key(attrs, layouts, padded)
+        call = self._calls.get(key) if key is not None else None
+        if call is None:
+            call = self._bind(attrs, layouts).call_for(direct_specs(padded))
+            if key is not None:
+                if len(self._calls) >= _CALLS_KEPT:
+                    self._calls.pop(next(iter(self._calls)))  # the oldest: a bounded cache
+                self._calls[key] = call
+        return call(*padded)
+
+    def _bind(self, attrs: dict, layouts: dict[int, str] | None) -> BoundKernel:
+        """The kernel bound to these attrs (CANN's defaults for the others) and input layouts."""
         where = f"{self.op_type} (called directly)"
         unknown = sorted(set(attrs) - set(self._python_name))
         if unknown:
@@ -71,13 +90,46 @@ class GeOp:
             descs = tuple(_Desc(name, (layouts or {}).get(i, "ND")) for i, name in enumerate(self._signature.inputs))
             kwargs[NODE_PARAMETER] = _DirectNode(self.op_type, where, descs)
         entry = self.entry
-        kernel = BoundKernel(entry.fn, kwargs, None, where, entry.rules if entry.rules else None,
-                             self._signature.inputs)
-        if len(inputs) > len(self._signature.inputs) and not self._signature.var_positional:
-            raise TypeError(f"{self.op_type} takes {len(self._signature.inputs)} inputs "
-                            f"{list(self._signature.inputs)}, got {len(inputs)}")
-        padded = list(inputs) + [None] * (len(self._signature.inputs) - len(inputs))
-        return kernel.call_for(direct_specs(padded))(*padded)
+        return BoundKernel(entry.fn, kwargs, None, where, entry.rules if entry.rules else None,
+                           self._signature.inputs)
+
+
+# A direct call's prepared call is kept per (attrs, layouts, input dtypes and shapes), as a graph's plan keeps one
+# per signature: the eager ops of the virtual NPU call the same few signatures again and again.
+_CALLS_KEPT = 256
+
+
+def _frozen(value):
+    """A hashable stand-in for an attr value, or _UNKEYED (tensors and other mutable values are never keys)."""
+    if isinstance(value, (bool, int, float, str, type(None), torch.dtype)):
+        return value
+    if isinstance(value, (list, tuple)):
+        items = tuple(_frozen(item) for item in value)
+        return _UNKEYED if _UNKEYED in items else (type(value).__name__, items)
+    return _UNKEYED
+
+
+def _input_key(value):
+    if isinstance(value, torch.Tensor):
+        # an index-like input's value reaches the prepare phase (direct_specs): such a call is not kept
+        return _UNKEYED if index_like(value) else (value.dtype, tuple(value.shape))
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        items = tuple(_input_key(item) for item in value)
+        return _UNKEYED if _UNKEYED in items else items
+    return _frozen(value)
+
+
+def _call_key(attrs: dict, layouts: dict | None, inputs: list):
+    """The key of a direct call's prepared call, None when some input or attr cannot be part of one."""
+    key = (tuple((name, _frozen(value)) for name, value in sorted(attrs.items())),
+           tuple(sorted(layouts.items())) if layouts else (), tuple(_input_key(value) for value in inputs))
+    flat = key[0] + key[2]
+    return None if any(item is _UNKEYED or (isinstance(item, tuple) and _UNKEYED in item) for item in flat) else key
+
+
+_UNKEYED = object()
 
 
 _ops: dict[str, GeOp] = {}

@@ -8,10 +8,13 @@
 //   - the PrivateUse1 hooks (is_available, current device, storage resize);
 //   - the kernels every backend must own: empty, empty_strided, as_strided, view, _reshape_alias,
 //     resize_, set_, _copy_from (npu <-> cpu <-> npu), _copy_from_and_resize, _local_scalar_dense;
-//   - two aliasing helpers for the Python fallback (fallback.py): an npu tensor seen as a CPU
-//     tensor over the same memory, and a CPU result seen as an npu tensor (no copy, counted).
-// Every other aten op on npu tensors reaches the boxed fallback registered from Python.
+//   - two aliasing helpers (also used by fallback.py): an npu tensor seen as a CPU tensor over the same
+//     memory, and a CPU result seen as an npu tensor (no copy, counted).
+// Every other aten op on npu tensors reaches the boxed fallback of cpu_fallback.cpp.
 
+#include "virtual_npu.h"
+
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/extension.h>
 #include <torch/library.h>
 
@@ -30,11 +33,12 @@
 
 namespace vnpu {
 
-constexpr c10::DeviceType kNpu = c10::DeviceType::PrivateUse1;
 constexpr int kMaxDevices = 64;
 
 std::atomic<int> g_device_count{8};
 thread_local int t_current_device = 0;
+
+int current_device() { return t_current_device; }
 
 struct DeviceCounters {
   std::atomic<int64_t> allocated{0};
@@ -414,4 +418,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("cpu_alias", &vnpu::cpu_alias);
   m.def("to_npu", &vnpu::to_npu);
+  // The fallback called from Python (fallback.run_on_cpu): for ops with a Python PrivateUse1 kernel that hands
+  // an input back to the CPU kernel (a GE adapter declining it, torch_npu's ops).
+  m.def("run_on_cpu", [](const std::string& name, const std::string& overload, py::args args,
+                         const py::kwargs& kwargs) {
+    auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+    auto stack = torch::jit::createStackForSchema(op.schema(), args, kwargs, std::nullopt);
+    {
+      py::gil_scoped_release released;
+      vnpu::npu_cpu_fallback(op, &stack);
+    }
+    return torch::jit::createPyObjectForStack(std::move(stack));
+  });
 }
