@@ -5,8 +5,10 @@ spec is not found: an Ascend host's torch_npu registers its own device). `activa
 process): loads the built C++ part (`native.load_native`, which names `make setup` when it is
 missing), sets the device count (`OP_PLUGIN_VIRTUAL_NPU_COUNT`, default 8), renames PrivateUse1
 to `npu`, registers `torch.npu` (`npu_module`), generates `.npu()`, `is_npu` and the Module and
-Storage methods, registers the hooks and the fallback (`fallback`, with PrivateUse1 kernels for the aten ops that run GE
-kernels and for torch_npu's ops), and makes `import torch_npu` give the façade (`torch_npu_facade`).
+Storage methods, registers the hooks and the Python side of the fallback (`fallback`: PrivateUse1 kernels for
+the aten ops that run GE kernels and for torch_npu's ops; the boxed fallback itself comes with the C++ part),
+autocast for npu (`amp`), makes `import torch_npu` give the façade (`torch_npu_facade`) and registers the
+"hccl" process-group backend for npu (`hccl`).
 op_plugin (imported first, by the import of this module) has defined torch_npu's ops by then: the
 façade is never visible to op_plugin's own `find_spec("torch_npu")` checks.
 """
@@ -50,7 +52,7 @@ def activate() -> None:
     import torch
     import torch.utils.backend_registration  # not yet imported while `import torch` autoloads
 
-    from . import fallback, npu_module, streams, torch_npu_facade
+    from . import amp, fallback, hccl, npu_module, streams, torch_npu_facade
     from .native import load_native
 
     native = load_native()
@@ -66,7 +68,9 @@ def activate() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     native.register_hooks()
     fallback.install(native)
+    amp.install()
     fallback.register_npu_ops()
     streams.install()
     torch_npu_facade.install()
+    hccl.install()
     _ACTIVE = True

@@ -16,8 +16,8 @@ draw new numbers from the CPU generator at each replay.
 
 Refused with an error naming the call: a capture begun inside another capture, `capture_end()` without a
 capture, `replay()` before a capture or after `reset()`, and `replay()` when a captured tensor's storage was
-freed or resized since the capture (its data pointer or byte size changed). `make_graphed_callables` is a
-named refusal.
+freed or resized since the capture (its data pointer or byte size changed). `make_graphed_callables` is in
+`graphed_callables.py`.
 """
 from __future__ import annotations
 
@@ -143,7 +143,3 @@ def graph(npu_graph: NPUGraph, pool=None, stream=None, capture_error_mode: str =
         finally:
             npu_graph.capture_end()
 
-
-def make_graphed_callables(*args, **kwargs):
-    raise RuntimeError("torch.npu.make_graphed_callables: the virtual NPU does not provide make_graphed_callables "
-                       "yet (capture with torch.npu.NPUGraph / torch.npu.graph; docs/virtual-npu.md)")

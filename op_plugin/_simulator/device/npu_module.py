@@ -13,8 +13,8 @@ value; `DEFAULT_SOC`, `OP_PLUGIN_VIRTUAL_NPU_SOC` sets it),
 `manual_seed`/`manual_seed_all`/`seed`/`initial_seed` (the CPU generator for now: npu kernels run
 the CPU kernels, which draw from it); `Stream`, `Event`, `current_stream`, `default_stream`, `set_stream`,
 `stream(s)` (`streams`: no concurrency, host timing) and `NPUGraph`, `graph`, `is_current_stream_capturing`
-(`graphs`: capture records the aten ops, replay reruns them into the captured tensors); `make_graphed_callables`
-is a named refusal. Any other name raises `VirtualNpuMissing` (an
+(`graphs`: capture records the aten ops, replay reruns them into the captured tensors), `make_graphed_callables`
+(`graphed_callables`). Any other name raises `VirtualNpuMissing` (an
 AttributeError, so `hasattr` stays False) naming it and saying the virtual NPU does not provide it.
 """
 from __future__ import annotations
@@ -25,10 +25,14 @@ from typing import NamedTuple
 
 import torch
 
+from . import amp as amp  # torch.npu.amp: autocast, GradScaler, custom_fwd, custom_bwd
+from .amp import (get_amp_supported_dtype as get_amp_supported_dtype, get_autocast_dtype as get_autocast_dtype,
+                  is_autocast_enabled as is_autocast_enabled, set_autocast_dtype as set_autocast_dtype,
+                  set_autocast_enabled as set_autocast_enabled)
+from .graphed_callables import make_graphed_callables as make_graphed_callables
 from .graphs import NPUGraph as NPUGraph
 from .graphs import graph as graph
 from .graphs import is_current_stream_capturing as is_current_stream_capturing
-from .graphs import make_graphed_callables as make_graphed_callables
 from .streams import Event as Event
 from .streams import Stream as Stream
 from .streams import current_stream as current_stream

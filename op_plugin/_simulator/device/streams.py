@@ -42,9 +42,10 @@ def _device_index(device, call: str) -> int:
         index = torch.npu.current_device() if device.index is None else device.index
     else:
         index = int(device)
-    if not 0 <= index < torch.npu.device_count():
-        raise ValueError(f"{call}: device npu:{index} does not exist: the virtual NPU has device_count() == "
-                         f"{torch.npu.device_count()}")
+    count = torch.npu.device_count()
+    if not 0 <= index < count:  # a RuntimeError, as set_device's and the device guard's (and CUDA's)
+        raise RuntimeError(f"{call}: device npu:{index} does not exist: the virtual NPU has device_count() == "
+                           f"{count} (indices 0..{count - 1}; OP_PLUGIN_VIRTUAL_NPU_COUNT sets the count)")
     return index
 
 

@@ -97,6 +97,22 @@ def process_group(group: str):
     return None  # unreachable
 
 
+# The group a kernel hands its CPU tensors to, for a group whose own backend takes device tensors only: the
+# virtual NPU's hccl groups (their gloo serves npu tensors; device/hccl.py registers the CPU companion it builds).
+_cpu_companion = None
+
+
+def set_cpu_companion(resolver) -> None:
+    """Register `resolver(pg) -> group for CPU tensors` (device/hccl.py, at activation)."""
+    global _cpu_companion
+    _cpu_companion = resolver
+
+
+def for_cpu_tensors(pg):
+    """`pg`, or the group that runs its collectives on CPU tensors (the kernels' tensors are CPU tensors)."""
+    return pg if _cpu_companion is None else _cpu_companion(pg)
+
+
 def group_store(pg):
     """The store of `pg` (a PrefixStore of its own for a subgroup)."""
     return torch.distributed.distributed_c10d._world.pg_map[pg][1]

@@ -31,7 +31,7 @@ import math
 import torch
 from torch.distributed import distributed_c10d as c10d
 from ....._ge.values import ge_dtype_to_torch
-from ...collectives import process_group, timeout
+from ...collectives import for_cpu_tensors, process_group, timeout
 from ...registry import ge_kernel, refuse
 
 _FUSION = {"fusion": "fuses several collectives into one buffer: a schedule, not a value",
@@ -68,10 +68,11 @@ def _check_no_complex(x, name="x"):
 
 
 def _group(group: str, rank_size: int | None = None):
+    """The group named `group`, as the kernels' CPU tensors are handed to it (`for_cpu_tensors`)."""
     pg = process_group(group)
     if rank_size is not None and rank_size != pg.size():
         refuse(f"rank_size {rank_size} but group {group!r} has {pg.size()} ranks")
-    return pg
+    return for_cpu_tensors(pg)
 
 
 def _group_rank(pg, rank: int, name: str, group: str) -> int:
