@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.op-plugin-setup
 
-.PHONY: setup demo test declared-cases distributed zoo ci clean
+.PHONY: setup demo test declared-cases distributed zoo zoo-npu ci clean
 
 setup: $(STAMP)
 
@@ -52,6 +52,12 @@ zoo: setup
 	$(PY) -m pip install --quiet -e '.[zoo]' torch==2.13.0
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 tests/zoo
 
+# The zoo on op_plugin's virtual NPU (docs/virtual-npu.md): the same models with their weights and inputs on
+# npu, eager on the virtual NPU's kernels, graphs on npu tensors (tests/zoo/test_zoo.py, --zoo-device npu).
+zoo-npu: setup
+	$(PY) -m pip install --quiet -e '.[zoo]' torch==2.13.0
+	$(VENV)/bin/op-plugin run -- $(PY) -m pytest -q -p no:cacheprovider -n 2 tests/zoo/test_zoo.py --zoo-device npu
+
 # The distributed tier: collectives in GE graphs over N gloo ranks on 127.0.0.1, each case under a
 # hard timeout (docs/distributed.md; about a minute). Installs the `zoo` extra: a transformers decoder
 # layer runs under DTensor tensor parallelism.
@@ -59,8 +65,9 @@ distributed: setup
 	$(PY) -m pip install --quiet -e '.[zoo]' torch==2.13.0
 	$(PY) -m pytest -q -p no:cacheprovider tests/distributed
 
-# What CI runs (.ci/run): the README's test command, then the declared cases, the distributed tier and the zoo.
-ci: test declared-cases distributed zoo
+# What CI runs (.ci/run): the README's test command, then the declared cases, the distributed tier and the zoo
+# (on CPU tensors, then on the virtual NPU).
+ci: test declared-cases distributed zoo zoo-npu
 
 # Benchmarks: writes docs/benchmarks.md and docs/benchmarks-lowering.png (about 35 minutes: the last
 # one, bench/suite_time.py, runs CI's steps in a fresh clone; `python -m bench.run_all --skip suite_time`).

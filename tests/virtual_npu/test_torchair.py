@@ -102,3 +102,39 @@ host_inputs([torch.ones(2).npu(0), torch.ones(2).npu(1)], "graph_7")
 def test_without_the_virtual_npu_the_cpu_path_is_unchanged(tmp_path):
     result = _python("import torch, op_plugin\nimport torchair", tmp_path, active=False)
     assert result.returncode != 0 and "No module named 'torchair'" in result.stderr, result.stderr[-2000:]
+
+
+_CACHED = """
+import sys
+import torch, torch_npu, torchair
+from torch._dynamo.utils import counters
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.cached = torchair.inference.cache_compile(self._forward, cache_dir=sys.argv[1])
+
+    def _forward(self, x):
+        return torch.nn.functional.gelu(self.linear(x))
+
+    def forward(self, x):
+        return self.cached(x)
+
+torch.manual_seed(0)
+model, x = Model().npu(1), torch.randn(4, 8).npu(1)
+with torch.no_grad():
+    out = model(x)
+    assert out.device == torch.device("npu", 1), out.device
+    torch.testing.assert_close(out.cpu(), model._forward(x).cpu(), rtol=1e-6, atol=1e-6)
+print("graphs traced", counters["stats"]["unique_graphs"])
+"""
+
+
+def test_cache_compile_on_npu_tensors_is_reused_by_a_second_process(tmp_path):
+    (tmp_path / "cached.py").write_text(_CACHED)
+    cache = tmp_path / "cache"
+    runs = [_ok(f"import runpy, sys; sys.argv = ['cached.py', {str(cache)!r}]; runpy.run_path('cached.py')", tmp_path)
+            for _ in range(2)]
+    assert "graphs traced 1" in runs[0] and any(cache.iterdir()), runs[0]  # the first traced, wrote the cache
+    assert "graphs traced 0" in runs[1], runs[1]                            # the second ran from it, no trace

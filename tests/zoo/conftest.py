@@ -300,6 +300,13 @@ ZOO = {
 }
 
 
+def pytest_addoption(parser):
+    parser.addoption("--zoo-device", default="cpu", choices=("cpu", "npu"),
+                     help="the device the zoo's models and inputs live on: npu runs them on op_plugin's virtual NPU "
+                          "(under `op-plugin run` or OP_PLUGIN_VIRTUAL_NPU=1; docs/virtual-npu.md), so eager is the "
+                          "virtual NPU's eager and the graph runs on npu tensors")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "zoo_models(trainable=False): run the test once per zoo model (its `name` "
                                        "argument), sorted; trainable=True: only the models with labels")
@@ -312,9 +319,30 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("name", sorted(n for n, m in ZOO.items() if not trainable or m.labels is not None))
 
 
+def _on(device: str, value):
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {key: _on(device, item) for key, item in value.items()}
+    return value
+
+
+def _moved(model: ZooModel, device: str) -> ZooModel:
+    """`model` with its module, inputs and labels on `device`."""
+    return ZooModel(model.name, lambda: model.build().to(device), lambda b, n: _on(device, model.inputs(b, n)),
+                    model.sizes, model.family,
+                    None if model.labels is None else lambda inputs: model.labels(_on("cpu", inputs)).to(device))
+
+
 @pytest.fixture(scope="session")
-def zoo() -> dict[str, ZooModel]:
-    return ZOO
+def zoo(request) -> dict[str, ZooModel]:
+    device = request.config.getoption("--zoo-device")
+    if device == "cpu":
+        return ZOO
+    if not hasattr(torch, "npu"):
+        pytest.fail("--zoo-device npu needs op_plugin's virtual NPU: run under `op-plugin run -- pytest ...` or "
+                    "with OP_PLUGIN_VIRTUAL_NPU=1 (docs/virtual-npu.md)")
+    return {name: _moved(model, device) for name, model in ZOO.items()}
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,8 @@ missing), sets the device count (`OP_PLUGIN_VIRTUAL_NPU_COUNT`, default 8), rena
 to `npu`, registers `torch.npu` (`npu_module`), generates `.npu()`, `is_npu` and the Module and
 Storage methods, registers the hooks and the Python side of the fallback (`fallback`: PrivateUse1 kernels for
 the aten ops that run GE kernels and for torch_npu's ops; the boxed fallback itself comes with the C++ part),
-autocast for npu (`amp`), makes `import torch_npu` give the façade (`torch_npu_facade`) and registers the
+the kernels of ops torch sends only to device backends (`device_only_ops`: convolution, the fused RNN
+cells), autocast for npu (`amp`), makes `import torch_npu` give the façade (`torch_npu_facade`) and registers the
 "hccl" process-group backend for npu (`hccl`).
 op_plugin (imported first, by the import of this module) has defined torch_npu's ops by then: the
 façade is never visible to op_plugin's own `find_spec("torch_npu")` checks.
@@ -52,7 +53,7 @@ def activate() -> None:
     import torch
     import torch.utils.backend_registration  # not yet imported while `import torch` autoloads
 
-    from . import amp, fallback, hccl, npu_module, streams, torch_npu_facade
+    from . import amp, device_only_ops, fallback, hccl, npu_module, streams, torch_npu_facade
     from .native import load_native
 
     native = load_native()
@@ -68,6 +69,7 @@ def activate() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     native.register_hooks()
     fallback.install(native)
+    device_only_ops.install()  # conv, the fused RNN cells: ops torch sends only to device backends
     amp.install()
     fallback.register_npu_ops()
     streams.install()
