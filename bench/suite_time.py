@@ -4,8 +4,8 @@ The goals of issue 28 for contributors: `make test` within 10 minutes of wall ti
 within 35 minutes on a 2-core machine like this one. Measured here, not recalled: the committed HEAD is
 cloned into a temporary directory and the steps of `.ci/run` run there one by one, each timed (wall):
 `make setup` (a new .venv: torch from the local file, the extras, the unpacked torch-npu wheel), then
-`make test`, `make declared-cases`, `make distributed`, `make zoo`, with CI=1 as CI sets it. The clone is
-deleted afterwards. Uncommitted changes are not measured.
+`make test`, `make declared-cases`, `make distributed`, `make zoo`, `make zoo-npu`, with CI=1 as CI sets it.
+The clone is deleted afterwards. Uncommitted changes are not measured.
 
 A missed goal is given its measured reason: the slowest tests (pytest --durations, through the
 Makefile's PYTEST_ARGS), and the load average around the step (a shared machine stretches wall time).

@@ -278,6 +278,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
     if config.mode == "aclgraph" and config.dump:
         _warn_once("npugraph: the dump option writes GE graphs; mode 'aclgraph' (npugraph_ex) builds none, "
                    "so nothing is dumped")
+    if config.mode == "aclgraph" and simulated and _virtual_npu_active():
+        # The virtual NPU: TorchAir's npugraph_ex mode captures the eager kernels into the virtual NPUGraph
+        # (docs/virtual-npu.md), as torch_npu's npugraph_ex backend does on an NPU with its copy of TorchAir.
+        compiler_config = torchair.CompilerConfig()
+        compiler_config.mode = "npugraph_ex"
+        return torchair.get_npu_backend(compiler_config=compiler_config)(gm, example_inputs)
     if config.mode == "aclgraph" and simulated:
         # npugraph_ex runs the eager kernels inside a captured ACL graph, which needs an NPU. Its
         # numerics are those of the functionalized FX graph with the eager (reference) kernels,
@@ -311,6 +317,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
     # compiled now, not at the first backward (AOT autograd's default), so the option reaches it.
     with keep_torchair_lowering(), torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
         return backend(gm, example_inputs)
+
+
+def _virtual_npu_active() -> bool:
+    from ._simulator.device.activation import is_active
+
+    return is_active()
 
 
 def _npugraph_ex_backend() -> Callable:

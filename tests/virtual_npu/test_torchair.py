@@ -138,3 +138,42 @@ def test_cache_compile_on_npu_tensors_is_reused_by_a_second_process(tmp_path):
             for _ in range(2)]
     assert "graphs traced 1" in runs[0] and any(cache.iterdir()), runs[0]  # the first traced, wrote the cache
     assert "graphs traced 0" in runs[1], runs[1]                            # the second ran from it, no trace
+
+
+def test_aclgraph_modes_capture_into_the_virtual_npugraph(tmp_path):
+    """reduce-overhead / npugraph_ex (TorchAir's CompilerConfig.mode, and dynamo's backend "npugraph_ex"): TorchAir's
+    own capture runs the eager kernels into torch.npu.NPUGraph and replays them; each call equals eager bit for bit
+    (the same kernels), and new input shapes capture again."""
+    out = _ok("""
+import torch, torch_npu, torchair
+import op_plugin._simulator.device.graphs as graphs
+replays = []
+replay = graphs.NPUGraph.replay
+graphs.NPUGraph.replay = lambda self: (replays.append(self), replay(self))[1]
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                               torch.nn.Linear(16, 4)).npu()
+
+backends = {}
+for mode in ("reduce-overhead", "npugraph_ex"):
+    config = torchair.CompilerConfig()
+    config.mode = mode
+    backends[mode] = torchair.get_npu_backend(compiler_config=config)
+backends["dynamo npugraph_ex"] = "npugraph_ex"
+for name, backend in backends.items():
+    torch._dynamo.reset()
+    m, replays[:] = model(), []
+    compiled = torch.compile(m, backend=backend)
+    with torch.no_grad():
+        for batch in (4, 4, 4, 6):
+            x = torch.randn(batch, 8).npu()
+            y = compiled(x)
+            assert y.device == torch.device("npu", 0) and torch.equal(y.cpu(), m(x).cpu()), (name, batch)
+    print(name, "replays", len(replays), "graphs", len({id(g) for g in replays}))
+""", tmp_path)
+    for name in ("reduce-overhead", "npugraph_ex", "dynamo npugraph_ex"):
+        line = next(row for row in out.splitlines() if row.startswith(name + " "))
+        replays, graphs = int(line.split()[-3]), int(line.split()[-1])
+        assert replays == 4 and graphs == 2, line   # every call replays; batch 6 captured a second graph

@@ -38,8 +38,17 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        self.graph._ops.append((func, args, kwargs, out))
+        if func not in _ALLOCATION_ONLY:
+            self.graph._ops.append((func, args, kwargs, out))
         return out
+
+
+# Ops that launch no kernel: on an NPU, captured they only take memory from the graph's pool, and a replay does
+# not run them. Rerun at replay here, their fresh (uninitialised) result would be copied over the captured
+# tensor, which later ops or the caller fill: TorchAir's capture makes its static inputs with empty_like.
+_ALLOCATION_ONLY = frozenset({torch.ops.aten.empty.memory_format, torch.ops.aten.empty_like.default,
+                              torch.ops.aten.empty_strided.default, torch.ops.aten.new_empty.default,
+                              torch.ops.aten.new_empty_strided.default})
 
 
 def _storage_key(tensor: torch.Tensor) -> tuple[int, int]:

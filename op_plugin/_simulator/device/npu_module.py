@@ -29,6 +29,7 @@ from . import amp as amp  # torch.npu.amp: autocast, GradScaler, custom_fwd, cus
 from .amp import (get_amp_supported_dtype as get_amp_supported_dtype, get_autocast_dtype as get_autocast_dtype,
                   is_autocast_enabled as is_autocast_enabled, set_autocast_dtype as set_autocast_dtype,
                   set_autocast_enabled as set_autocast_enabled)
+from .aclgraph_support import graph_pool_handle as graph_pool_handle
 from .graphed_callables import make_graphed_callables as make_graphed_callables
 from .graphs import NPUGraph as NPUGraph
 from .graphs import graph as graph
@@ -207,6 +208,13 @@ def is_bf16_supported(including_emulation: bool = False) -> bool:
     """True: the Ascend 910B/910_93 SoCs the virtual NPU stands for compute bfloat16."""
     del including_emulation
     return True
+
+
+def get_stream_limit(stream) -> dict:
+    """torch_npu's get_stream_limit(stream): the cores a stream may use; no stream is limited here, so the SoC's
+    (TorchAir's aclgraph capture reads it)."""
+    soc = SOCS[soc_name()]
+    return {"cube_core_num": soc.cube_core_num, "vector_core_num": soc.vector_core_num}
 
 
 def manual_seed(seed: int) -> None:

@@ -34,7 +34,7 @@ import types
 import torch
 
 from ..npu import torch_npu_standin as standin
-from . import npu_module, torchair_branches
+from . import aclgraph_support, npu_module, torchair_branches
 from .npu_module import VirtualNpuMissing
 
 NAME = "torch_npu"
@@ -87,6 +87,7 @@ def _build(spec) -> types.ModuleType:
     facade.npu = npu_module
     facade.get_npu_format = torchair_branches.get_npu_format
     facade.get_storage_size = torchair_branches.get_storage_size
+    facade._C = sys.modules.setdefault("torch_npu._C", _submodule("torch_npu._C", **aclgraph_support.C_CALLS))
     soc = npu_module.get_soc_version
     utils = _submodule("torch_npu.npu.utils", get_soc_version=soc, get_cann_version=standin.get_cann_version,
                        _is_gte_cann_version=standin.is_gte_cann_version,

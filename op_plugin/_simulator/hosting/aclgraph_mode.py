@@ -7,12 +7,19 @@ has no graph capture, so TorchAir's compiler here hands back the AOT graph it wa
 the ops' eager (reference) kernels: the numbers of a captured ACL graph, minus the capture. Said
 with a warning, as npugraph's mode "aclgraph" says it; everything TorchAir does before the capture
 (AOT tracing, its FX passes, stream and event replacement) runs as on an NPU.
+
+On the virtual NPU (docs/virtual-npu.md) TorchAir's own capture runs instead: its `AclConcreteGraph` captures
+the AOT graph into the virtual `torch.npu.NPUGraph` and replays it (device/aclgraph_support.py answers the
+torch_npu internals it uses), as on an NPU.
 """
 from __future__ import annotations
 
 import functools
 import types
 import warnings
+
+from ..device.activation import is_active
+from ..device.torch_npu_facade import import_facade
 
 ACL_MODES = ("reduce-overhead", "npugraph_ex")
 WARNING = ("TorchAir mode '{mode}' on a CPU host: the AOT graph runs with the eager (reference) kernels; "
@@ -48,6 +55,9 @@ def install(torchair) -> None:
     def gen_compiled_gm(self, gm, example_inputs, observer):
         mode = self.config.mode.value
         if mode not in ACL_MODES:
+            return original(self, gm, example_inputs, observer)
+        if is_active():  # the virtual NPU: TorchAir's own capture, into the virtual NPUGraph
+            import_facade()  # its capture imports torch_npu, loaded on an NPU host by `import torch` itself
             return original(self, gm, example_inputs, observer)
         warnings.warn(WARNING.format(mode=mode), UserWarning, stacklevel=2)
         return _EagerAotGraph(gm)

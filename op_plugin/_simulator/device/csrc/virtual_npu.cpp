@@ -418,6 +418,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("cpu_alias", &vnpu::cpu_alias);
   m.def("to_npu", &vnpu::to_npu);
+  // An npu tensor over memory the caller keeps alive (torch_npu's _construct_storage_from_data_pointer +
+  // _construct_NPU_Tensor_From_Storage_And_Metadata, which TorchAir's aclgraph capture uses): not owned, not
+  // counted.
+  m.def("tensor_at", [](int64_t address, int64_t nbytes, int64_t device, std::vector<int64_t> sizes,
+                        std::vector<int64_t> strides, int64_t storage_offset, py::object dtype) {
+    vnpu::check_index(device, "torch_npu._C._construct_NPU_Tensor_From_Storage_And_Metadata");
+    auto scalar_type = torch::python::detail::py_object_to_dtype(dtype);
+    c10::DataPtr data(reinterpret_cast<void*>(address), c10::Device(vnpu::kNpu, device));
+    c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data), nullptr, false);
+    auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
+                                                        c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                        c10::scalarTypeToTypeMeta(scalar_type));
+    out.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, storage_offset);
+    return out;
+  });
   // The fallback called from Python (fallback.run_on_cpu): for ops with a Python PrivateUse1 kernel that hands
   // an input back to the CPU kernel (a GE adapter declining it, torch_npu's ops).
   m.def("run_on_cpu", [](const std::string& name, const std::string& overload, py::args args,
