@@ -341,3 +341,18 @@ def test_sdpa_takes_the_math_path_on_npu(tmp_path):
                 assert_close(right.cpu(), left, **tol, msg=lambda m: f"{dtype} {mask} {dropout} {causal}: {m}")
     print("ok")
     """, tmp_path)
+
+
+def test_histc_takes_integers_as_the_device_kernel_does(tmp_path):
+    """aclnnHistc (and CUDA's histc) count integer tensors; CPU's refuses them. transformers' MoE layers call
+    histc on int32 expert ids off CPU. Oracle: the same counts of the values as float32 on CPU."""
+    _ok("""
+        import torch
+        for dtype in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64):
+            x = torch.tensor([0, 1, 1, 3, 2, 7, 9], dtype=dtype)
+            out = torch.histc(x.npu(), bins=8, min=0, max=7)
+            assert out.device.type == "npu" and out.dtype == dtype, (dtype, out)
+            assert torch.equal(out.cpu(), torch.histc(x.float(), bins=8, min=0, max=7).to(dtype)), dtype
+        f = torch.randn(50)
+        assert torch.equal(torch.histc(f.npu(), bins=5).cpu(), torch.histc(f, bins=5))   # floats: CPU's kernel
+    """, tmp_path)

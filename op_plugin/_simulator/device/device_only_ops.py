@@ -9,6 +9,8 @@ them (or, where torch registers a throwing CompositeExplicitAutograd stub, never
   `convolution_backward` calls `convolution_backward_overrideable` (both CompositeExplicitAutograd stubs
   raising "convolution_overrideable not implemented"). Every conv1d/2d/3d and conv_transpose reaches them,
   1d ones already viewed as 2d.
+- dtypes a device kernel takes and the CPU kernel refuses: `aten::histc` on integers (aclnnHistc and CUDA
+  take them; transformers' MoE layers count tokens per expert with an int32 histc off CPU).
 - `LSTMCell`/`GRUCell` of ATen/native/RNN.cpp (used by `nn.LSTM`, `nn.GRU`, `nn.LSTMCell`, `nn.GRUCell`,
   packed sequences included): for `is_cuda() || is_xpu() || is_privateuseone()` inputs they call the fused
   cell ops `_thnn_fused_lstm_cell` / `_thnn_fused_gru_cell`, whose autograd formulas (derivatives.yaml)
@@ -32,6 +34,7 @@ from __future__ import annotations
 import torch
 
 from . import fallback
+from .ge_eager import DECLINE  # an adapter's answer for inputs it leaves to the CPU kernel
 
 _LIBRARY = None
 
@@ -185,7 +188,24 @@ def _thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias):
 
 
 # aten op (default overload) -> its kernel on CPU views.
+# -- dtypes the device kernel takes and the CPU kernel does not --------------------------------------------
+
+_HISTC_INTEGERS = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
+
+
+def histc(input, bins=100, min=0, max=0):
+    """torch_npu's histc is aclnnHistc, which takes INT8/UINT8/INT16/INT32/INT64 as well as FLOAT16/FLOAT32
+    (hicann/ops-math math/histogram_v2/docs/aclnnHistc.md), as CUDA's does; CPU's refuses integers
+    ("histogram_cpu" not implemented for 'Int'), and transformers' MoE (integrations/moe.py) passes int32 on
+    any device but cpu and mps. Integers are counted as float64 values (exact below 2**53) and the counts
+    returned in the input's dtype; floating inputs run the CPU kernel."""
+    if input.dtype not in _HISTC_INTEGERS:
+        return DECLINE
+    return torch.histc(input.double(), bins=bins, min=min, max=max).to(input.dtype)
+
+
 KERNELS = {
+    "histc": histc,
     "convolution_overrideable": convolution_overrideable,
     "convolution_backward_overrideable": convolution_backward_overrideable,
     "_thnn_fused_lstm_cell": _thnn_fused_lstm_cell,
