@@ -111,8 +111,10 @@ def _frozen(value):
 
 def _input_key(value):
     if isinstance(value, torch.Tensor):
+        if value.is_floating_point():  # the common case, decided without index_like's checks
+            return value.dtype, value.shape
         # an index-like input's value reaches the prepare phase (direct_specs): such a call is not kept
-        return _UNKEYED if index_like(value) else (value.dtype, tuple(value.shape))
+        return _UNKEYED if index_like(value) else (value.dtype, value.shape)
     if value is None:
         return None
     if isinstance(value, (list, tuple)):
@@ -123,10 +125,11 @@ def _input_key(value):
 
 def _call_key(attrs: dict, layouts: dict | None, inputs: list):
     """The key of a direct call's prepared call, None when some input or attr cannot be part of one."""
-    key = (tuple((name, _frozen(value)) for name, value in sorted(attrs.items())),
-           tuple(sorted(layouts.items())) if layouts else (), tuple(_input_key(value) for value in inputs))
-    flat = key[0] + key[2]
-    return None if any(item is _UNKEYED or (isinstance(item, tuple) and _UNKEYED in item) for item in flat) else key
+    named = tuple((name, _frozen(value)) for name, value in sorted(attrs.items())) if attrs else ()
+    given = tuple(_input_key(value) for value in inputs)
+    if _UNKEYED in given or any(value is _UNKEYED for _, value in named):
+        return None
+    return named, tuple(sorted(layouts.items())) if layouts else (), given
 
 
 _UNKEYED = object()
