@@ -70,7 +70,8 @@ def test_graph_replay_reads_inputs_and_writes_the_captured_outputs(tmp_path):
         x, w = x_cpu.npu(), w_cpu.npu()
         g = torch.npu.NPUGraph()
         with torch.npu.graph(g):
-            y = x @ w + 1
+            y = x @ w + 1          # a capture computes nothing, as on an NPU: y is filled by a replay
+        g.replay()
         assert torch.allclose(y.cpu(), x_cpu @ w_cpu + 1, rtol=1e-6, atol=1e-6)
         y_ptr = y.data_ptr()
         for _ in range(3):
@@ -146,4 +147,30 @@ def test_graph_of_a_module_with_in_place_ops(tmp_path):
             with torch.no_grad():
                 expected = (model(new) * 3).softmax(-1)
             assert torch.allclose(out.cpu(), expected, rtol=1e-5, atol=1e-6), (out.cpu(), expected)
+    """, tmp_path)
+
+
+def test_capture_runs_no_kernel_on_the_uninitialised_buffers(tmp_path):
+    """A capture launches no kernel (the inputs it is given may be uninitialised, as TorchAir's empty_like
+    clones are): a value-checking kernel sees only replayed inputs; .item() inside a capture is refused."""
+    _ok("""
+        import torch, torch_npu
+        var = torch.zeros(20, 16).npu()
+        indices = torch.empty(4, 1, dtype=torch.int64).npu()   # garbage until the caller fills it
+        updates = torch.ones(4, 16).npu()
+        g = torch.npu.NPUGraph()
+        with torch.npu.graph(g):
+            torch_npu.npu_scatter_nd_update_(var, indices, updates)   # its kernel refuses out-of-range indices
+            total = var.sum()
+        indices.copy_(torch.tensor([[0], [3], [5], [19]]).npu())
+        g.replay()
+        expected = torch.zeros(20, 16); expected[[0, 3, 5, 19]] = 1
+        assert torch.equal(var.cpu(), expected) and total.item() == 64.0
+        try:
+            with torch.npu.graph(torch.npu.NPUGraph()):
+                var.sum().item()
+        except RuntimeError as error:
+            assert "reads a tensor's value" in str(error), error
+        else:
+            raise AssertionError(".item() inside a capture")
     """, tmp_path)

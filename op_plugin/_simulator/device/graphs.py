@@ -1,9 +1,14 @@
 """`torch.npu.NPUGraph` and `torch.npu.graph` on the virtual NPU, with the static-memory semantics of CUDA and
 NPU graphs (issue 33 item 2).
 
-Capture (`capture_begin()` ... `capture_end()`, or `with torch.npu.graph(g):`) runs each aten op once, so its
-outputs exist as on hardware, and records it (a `TorchDispatchMode`: the op, its arguments, its outputs; tensors
-kept by identity, and kept alive by the graph as a real graph keeps its memory pool). `replay()` runs the
+Capture (`capture_begin()` ... `capture_end()`, or `with torch.npu.graph(g):`) records each aten op (a
+`TorchDispatchMode`: the op, its arguments, its outputs; tensors kept by identity, and kept alive by the graph as
+a real graph keeps its memory pool) and computes nothing, as on hardware, where a capture launches no kernel:
+views are made, in-place and out= ops return their written argument, other results are fresh memory shaped by
+the op's Meta kernel, filled at the first replay (their contents after capture are undefined, as on an NPU);
+allocation-only ops (`empty_like`, ...) allocate and are not replayed; an op reading a value on the host
+(`.item()`) is refused. So data-dependent checks of the kernels see the replayed inputs, never the
+uninitialised buffers a capture is given (TorchAir's capture clones its inputs with `empty_like`). `replay()` runs the
 recorded ops again in order, on the same tensor objects: the captured inputs are read with their current
 contents, and each op's fresh result is copied into the output tensor captured for it (`copy_`), so later ops
 and the user read the captured buffers. The user-visible tensors are the captured ones: the pattern
@@ -25,7 +30,7 @@ import contextlib
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
 _CAPTURING: list[NPUGraph] = []
 
@@ -37,15 +42,82 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if func not in _ALLOCATION_ONLY:
-            self.graph._ops.append((func, args, kwargs, out))
+        if func in _ALLOCATION_ONLY:
+            return func(*args, **kwargs)
+        if func in _READS_VALUES:
+            raise RuntimeError(f"torch.npu.NPUGraph capture: {func} reads a tensor's value on the host, which a "
+                               "capture cannot do (on an NPU: operation not permitted when stream is capturing)")
+        out = _captured(func, args, kwargs)
+        self.graph._ops.append((func, args, kwargs, out))
         return out
+
+
+def _to_meta(value):
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    if isinstance(value, torch.device):
+        return torch.device("meta")
+    return value
+
+
+def _device_of(args, kwargs) -> torch.device:
+    for leaf in tree_flatten((args, kwargs))[0]:
+        if isinstance(leaf, torch.Tensor) and leaf.device.type != "meta":
+            return leaf.device
+    device = kwargs.get("device")
+    return torch.device(device) if device is not None else torch.device("npu", torch.npu.current_device())
+
+
+def _captured(func, args, kwargs):
+    """What capturing `func` gives, computing nothing (a capture launches no kernel on an NPU): views are made
+    (they read no data), an in-place or out= op returns its written argument (an out= resized to the shape the
+    op's Meta kernel gives), any other result is fresh memory of the Meta kernel's shape, strides and dtype,
+    filled at replay. An op without a Meta kernel runs once, as the first replay would."""
+    schema = func._schema
+    if any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
+        return func(*args, **kwargs)  # a view: no data read
+    meta_args, meta_kwargs = tree_map(_to_meta, (args, kwargs))
+    try:
+        meta_out = func(*meta_args, **meta_kwargs)
+    except (NotImplementedError, RuntimeError):
+        return func(*args, **kwargs)
+    written = {}
+    for index, argument in enumerate(schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            positional = not argument.kwarg_only and index < len(args)
+            real = args[index] if positional else kwargs.get(argument.name)
+            meta = meta_args[index] if positional else meta_kwargs.get(argument.name)
+            if isinstance(real, torch.Tensor) and isinstance(meta, torch.Tensor):
+                if not argument.kwarg_only and (meta.shape != real.shape or meta.stride() != real.stride()):
+                    return func(*args, **kwargs)  # an in-place metadata op (unsqueeze_, as_strided_): host-side
+                if meta.shape != real.shape:
+                    real.resize_(meta.shape)
+            written[frozenset(argument.alias_info.before_set)] = real
+    device = _device_of(args, kwargs)
+
+    def fresh(meta):
+        if not isinstance(meta, torch.Tensor):
+            return meta
+        return torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype, device=device)
+
+    results = []
+    outs = meta_out if len(schema.returns) > 1 else (meta_out,)
+    for declared, meta in zip(schema.returns, outs, strict=False):
+        alias = declared.alias_info
+        if alias is not None and alias.is_write and frozenset(alias.before_set) in written:
+            results.append(written[frozenset(alias.before_set)])
+        else:
+            results.append(tree_map(fresh, meta))
+    if not schema.returns:
+        return meta_out
+    return results[0] if len(schema.returns) == 1 else tuple(results)
 
 
 # Ops that launch no kernel: on an NPU, captured they only take memory from the graph's pool, and a replay does
 # not run them. Rerun at replay here, their fresh (uninitialised) result would be copied over the captured
 # tensor, which later ops or the caller fill: TorchAir's capture makes its static inputs with empty_like.
+# Ops that read a tensor's value on the host: a capture cannot (on an NPU the capture fails).
+_READS_VALUES = frozenset({torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default})
 _ALLOCATION_ONLY = frozenset({torch.ops.aten.empty.memory_format, torch.ops.aten.empty_like.default,
                               torch.ops.aten.empty_strided.default, torch.ops.aten.new_empty.default,
                               torch.ops.aten.new_empty_strided.default})

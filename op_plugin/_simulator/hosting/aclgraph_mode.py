@@ -56,7 +56,8 @@ def install(torchair) -> None:
         mode = self.config.mode.value
         if mode not in ACL_MODES:
             return original(self, gm, example_inputs, observer)
-        if is_active():  # the virtual NPU: TorchAir's own capture, into the virtual NPUGraph
+        if is_active() and any(getattr(t, "device", None) is not None and t.device.type == "npu"
+                               for t in example_inputs):  # the virtual NPU: TorchAir's capture, into its NPUGraph
             import_facade()  # its capture imports torch_npu, loaded on an NPU host by `import torch` itself
             return original(self, gm, example_inputs, observer)
         warnings.warn(WARNING.format(mode=mode), UserWarning, stacklevel=2)
