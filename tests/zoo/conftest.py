@@ -8,10 +8,14 @@ with padding, causal masks and position ids as the library builds them. Nothing 
 
 The test modules get them from here, never by importing a module of tests/: the `zoo` fixture
 (name -> ZooModel), `vocab`, and `@pytest.mark.zoo_models` (optionally `trainable=True`), which
-parametrizes a test's `name` over the zoo's models, sorted.
+parametrizes a test's `name` over the zoo's models, sorted. Tests that build their own modules and
+inputs (the torch_npu-op graphs, test_npu_*.py) move them to `zoo_device` ("cpu" or "npu", the
+--zoo-device value) and run their ACL-graph-mode calls inside `aclgraph_calls()`.
 """
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -335,14 +339,51 @@ def _moved(model: ZooModel, device: str) -> ZooModel:
 
 
 @pytest.fixture(scope="session")
-def zoo(request) -> dict[str, ZooModel]:
+def zoo_device(request) -> str:
+    """The --zoo-device value ("cpu" or "npu"), for tests that build their own modules and inputs."""
     device = request.config.getoption("--zoo-device")
-    if device == "cpu":
-        return ZOO
-    if not hasattr(torch, "npu"):
+    if device != "cpu" and not hasattr(torch, "npu"):
         pytest.fail("--zoo-device npu needs op_plugin's virtual NPU: run under `op-plugin run -- pytest ...` or "
                     "with OP_PLUGIN_VIRTUAL_NPU=1 (docs/virtual-npu.md)")
-    return {name: _moved(model, device) for name, model in ZOO.items()}
+    return device
+
+
+@pytest.fixture(scope="session")
+def zoo(zoo_device) -> dict[str, ZooModel]:
+    if zoo_device == "cpu":
+        return ZOO
+    return {name: _moved(model, zoo_device) for name, model in ZOO.items()}
+
+
+@pytest.fixture
+def aclgraph_calls(zoo_device, monkeypatch):
+    """A context for the calls of a model compiled in an ACL-graph mode (npugraph's mode "aclgraph").
+
+    On cpu tensors (a CPU host) the AOT graph runs on the reference kernels and says so with a UserWarning:
+    the context is `pytest.warns(UserWarning)` and yields None. On npu tensors TorchAir captures into the
+    virtual `torch.npu.NPUGraph` and replays it (docs/virtual-npu.md): the context fails on a "CPU host"
+    warning and on no replay, and yields the list of replayed graphs (one entry per `NPUGraph.replay`)."""
+    @contextlib.contextmanager
+    def calls():
+        if zoo_device == "cpu":
+            with pytest.warns(UserWarning):  # a CPU host runs the AOT graph on the reference kernels
+                yield None
+            return
+        from op_plugin._simulator.device.graphs import NPUGraph
+        replays, replay = [], NPUGraph.replay
+
+        def counted(graph, *args, **kwargs):
+            replays.append(graph)
+            return replay(graph, *args, **kwargs)
+
+        with monkeypatch.context() as patch, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            patch.setattr(NPUGraph, "replay", counted)
+            yield replays
+        host = [str(w.message) for w in caught if "CPU host" in str(w.message)]
+        assert not host, f"ACL-graph mode on npu tensors fell back to the CPU-host path: {host}"
+        assert replays, "ACL-graph mode on npu tensors: no torch.npu.NPUGraph was replayed"
+    return calls
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,12 @@ a correction bias), npu_moe_init_routing (v1, with npu_moe_compute_expert_tokens
 (token counts), npu_grouped_matmul for gate/up and down with npu_swiglu between, npu_moe_finalize_routing, and
 a shared expert. Compiled with backend="npugraph" in GE mode (static, and dynamic=True over token counts with
 one compile) and in aclgraph mode, it must match eager and an independent dense MoE in plain torch (per
-token: its top-k experts, each expert's SwiGLU MLP, the weighted sum)."""
+token: its top-k experts, each expert's SwiGLU MLP, the weighted sum), computed on CPU tensors.
+
+With --zoo-device npu the layer and the tokens live on the virtual NPU (eager on its kernels, the graphs on npu
+tensors, the aclgraph mode captured into torch.npu.NPUGraph and replayed)."""
+import copy
+
 import pytest
 import torch
 import torch._dynamo.testing
@@ -99,82 +104,97 @@ def dense_moe(layer, x):
     return out + shared
 
 
-def _tokens(n):
-    return torch.randn(n, HIDDEN, generator=torch.Generator().manual_seed(n))
+def _tokens(n, device="cpu"):
+    return torch.randn(n, HIDDEN, generator=torch.Generator().manual_seed(n)).to(device)
+
+
+def _dense(layer, x):
+    """dense_moe on CPU copies of the layer and the tokens."""
+    return dense_moe(copy.deepcopy(layer).cpu(), x.cpu())
+
+
+def _assert_close(got, want, device, **tolerance):
+    """got (on `device`) against want, compared on CPU."""
+    assert got.device.type == device, got.device
+    torch.testing.assert_close(got.cpu(), want.cpu(), **tolerance)
 
 
 @pytest.mark.parametrize("routing", ["v1", "v2"])
-def test_eager_layer_matches_the_dense_moe(routing):
-    layer = DeepSeekMoE(routing)
+def test_eager_layer_matches_the_dense_moe(routing, zoo_device):
+    layer = DeepSeekMoE(routing).to(zoo_device)
     with torch.no_grad():
-        x = _tokens(7)
-        torch.testing.assert_close(layer(x), dense_moe(layer, x), atol=ATOL, rtol=0)
+        x = _tokens(7, zoo_device)
+        _assert_close(layer(x), _dense(layer, x), zoo_device, atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("routing", ["v1", "v2"])
 @pytest.mark.parametrize("dynamic", [False, True])
-def test_ge_mode(routing, dynamic):
-    layer = DeepSeekMoE(routing)
+def test_ge_mode(routing, dynamic, zoo_device):
+    layer = DeepSeekMoE(routing).to(zoo_device)
     torch._dynamo.reset()
     counter = torch._dynamo.testing.CompileCounterWithBackend("npugraph")
     compiled = torch.compile(layer, backend=counter, dynamic=dynamic)
     sizes = (6, 9, 13) if dynamic else (6,)
     with torch.no_grad():
         for n in sizes:
-            x = _tokens(n)
+            x = _tokens(n, zoo_device)
             with capture_graphs() as graphs:
                 got = compiled(x)
             want = layer(x)
-            torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
-            torch.testing.assert_close(got, dense_moe(layer, x), atol=ATOL, rtol=0)
+            _assert_close(got, want, zoo_device, atol=ATOL, rtol=0)
+            _assert_close(got, _dense(layer, x), zoo_device, atol=ATOL, rtol=0)
             if n == sizes[0]:
                 types = {op.type for graph in graphs for op in graph.op}
                 assert set(GE_TYPES[routing]) <= types, sorted(types)
     assert counter.frame_count == 1, f"{counter.frame_count} compiles for token counts {sizes}"
 
 
-def test_ge_mode_with_vllm_active_num_recompiles_per_token_count():
+def test_ge_mode_with_vllm_active_num_recompiles_per_token_count(zoo_device):
     """vllm-ascend passes active_num=num_tokens * top_k; torch_npu's schema declares `int active_num` (not
     SymInt), so dynamo specializes it and compiles once per token count (as on an Ascend host): still
     eager's numbers every time."""
-    layer = DeepSeekMoE("v2", vllm_active_num=True)
+    layer = DeepSeekMoE("v2", vllm_active_num=True).to(zoo_device)
     torch._dynamo.reset()
     counter = torch._dynamo.testing.CompileCounterWithBackend("npugraph")
     compiled = torch.compile(layer, backend=counter, dynamic=True)
     with torch.no_grad():
         for n in (6, 9):
-            x = _tokens(n)
-            torch.testing.assert_close(compiled(x), dense_moe(layer, x), atol=ATOL, rtol=0)
+            x = _tokens(n, zoo_device)
+            _assert_close(compiled(x), _dense(layer, x), zoo_device, atol=ATOL, rtol=0)
     assert counter.frame_count == 2
 
 
 @pytest.mark.parametrize("routing", ["v1", "v2"])
-def test_ge_mode_bfloat16(routing):
+def test_ge_mode_bfloat16(routing, zoo_device):
     """bfloat16 weights and tokens (as served): compiled against eager at bfloat16's tolerance, and against the
     dense MoE in float32 within bfloat16's rounding of the routed sums."""
-    layer = DeepSeekMoE(routing).to(torch.bfloat16)
+    layer = DeepSeekMoE(routing).to(torch.bfloat16).to(zoo_device)
     torch._dynamo.reset()
     compiled = torch.compile(layer, backend="npugraph", dynamic=True)
     with torch.no_grad():
         for n in (6, 9):
-            x = _tokens(n).to(torch.bfloat16)
+            x = _tokens(n, zoo_device).to(torch.bfloat16)
             got = compiled(x)
-            torch.testing.assert_close(got, layer(x), atol=2e-2, rtol=2e-2)
-            dense = dense_moe(layer.float(), x.float())
+            _assert_close(got, layer(x), zoo_device, atol=2e-2, rtol=2e-2)
+            dense = _dense(layer.float(), x.float())
             layer.to(torch.bfloat16)
-            torch.testing.assert_close(got.float(), dense, atol=6e-2, rtol=2e-2)
+            _assert_close(got.float(), dense, zoo_device, atol=6e-2, rtol=2e-2)
 
 
 @pytest.mark.parametrize("routing", ["v1", "v2"])
-def test_aclgraph_mode(routing):
-    layer = DeepSeekMoE(routing)
+def test_aclgraph_mode(routing, zoo_device, aclgraph_calls):
+    """On cpu tensors the AOT graph runs on the reference kernels (with a warning); on npu tensors each token
+    count is captured into torch.npu.NPUGraph and replayed."""
+    layer = DeepSeekMoE(routing).to(zoo_device)
     torch._dynamo.reset()
     counter = torch._dynamo.testing.CompileCounterWithBackend(op_plugin.npugraph_backend(mode="aclgraph"))
     compiled = torch.compile(layer, backend=counter, dynamic=True)
-    with torch.no_grad(), pytest.warns(UserWarning):  # a CPU host runs the AOT graph on the reference kernels
+    with torch.no_grad(), aclgraph_calls() as replays:
         for n in (6, 9):
-            x = _tokens(n)
+            x = _tokens(n, zoo_device)
             got = compiled(x)
-            torch.testing.assert_close(got, layer(x), atol=ATOL, rtol=0)
-            torch.testing.assert_close(got, dense_moe(layer, x), atol=ATOL, rtol=0)
+            _assert_close(got, layer(x), zoo_device, atol=ATOL, rtol=0)
+            _assert_close(got, _dense(layer, x), zoo_device, atol=ATOL, rtol=0)
+    if replays is not None:  # npu: one replay per call, of the graph captured for its token count
+        assert (len(replays), len({id(graph) for graph in replays})) == (2, 2)
     assert counter.frame_count == 1

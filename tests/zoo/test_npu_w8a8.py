@@ -6,7 +6,12 @@ pertoken_scale=scale, bias=bias, output_dtype=x.dtype)` with the int8 weight sto
 ones (what CANN takes with a per-token scale) for float16. Compiled with backend="npugraph" in GE mode (static,
 and dynamic=True over token counts with one compile) and in aclgraph mode, it must match eager and an
 independent integer reference in plain torch (per-token absmax quantisation, an int32 product of the int8
-tensors, then the scales), bit for bit."""
+tensors, then the scales), computed on CPU tensors, bit for bit.
+
+With --zoo-device npu the stack and the tokens live on the virtual NPU (eager on its kernels, the graphs on npu
+tensors, the aclgraph mode captured into torch.npu.NPUGraph and replayed)."""
+import copy
+
 import pytest
 import torch
 import torch._dynamo.testing
@@ -77,38 +82,45 @@ def integer_reference(stack, x):
     return x
 
 
-def _tokens(n, dtype):
-    return torch.randn(n, SIZES[0], generator=torch.Generator().manual_seed(n)).to(dtype)
+def _tokens(n, dtype, device="cpu"):
+    return torch.randn(n, SIZES[0], generator=torch.Generator().manual_seed(n)).to(dtype).to(device)
 
 
-def _close(got, want, dtype):
-    """Bitwise: the integer accumulation is exact and every later step is the same float32 operation."""
+def _reference(stack, x):
+    """integer_reference on CPU copies of the stack and the tokens."""
+    return integer_reference(copy.deepcopy(stack).cpu(), x.cpu())
+
+
+def _close(got, want, dtype, device="cpu"):
+    """Bitwise: the integer accumulation is exact and every later step is the same float32 operation. `got` is
+    on `device`; the comparison is on CPU."""
     assert got.dtype == want.dtype == dtype
-    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert got.device.type == device, got.device
+    torch.testing.assert_close(got.cpu(), want.cpu(), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_eager_stack_matches_the_integer_reference(dtype):
-    stack = W8A8Stack(dtype)
-    x = _tokens(7, dtype)
-    _close(stack(x), integer_reference(stack, x), dtype)
+def test_eager_stack_matches_the_integer_reference(dtype, zoo_device):
+    stack = W8A8Stack(dtype).to(zoo_device)
+    x = _tokens(7, dtype, zoo_device)
+    _close(stack(x), _reference(stack, x), dtype, zoo_device)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("dynamic", [False, True])
-def test_ge_mode(dtype, dynamic):
-    stack = W8A8Stack(dtype)
+def test_ge_mode(dtype, dynamic, zoo_device):
+    stack = W8A8Stack(dtype).to(zoo_device)
     torch._dynamo.reset()
     counter = torch._dynamo.testing.CompileCounterWithBackend("npugraph")
     compiled = torch.compile(stack, backend=counter, dynamic=dynamic, fullgraph=True)
     sizes = (6, 9, 13) if dynamic else (6,)
     with torch.no_grad():
         for n in sizes:
-            x = _tokens(n, dtype)
+            x = _tokens(n, dtype, zoo_device)
             with capture_graphs() as graphs:
                 got = compiled(x)
-            _close(got, stack(x), dtype)
-            _close(got, integer_reference(stack, x), dtype)
+            _close(got, stack(x), dtype, zoo_device)
+            _close(got, _reference(stack, x), dtype, zoo_device)
             if n == sizes[0]:
                 types = {op.type for graph in graphs for op in graph.op}
                 assert GE_TYPES <= types, sorted(types)
@@ -116,15 +128,19 @@ def test_ge_mode(dtype, dynamic):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_aclgraph_mode(dtype):
-    stack = W8A8Stack(dtype)
+def test_aclgraph_mode(dtype, zoo_device, aclgraph_calls):
+    """On cpu tensors the AOT graph runs on the reference kernels (with a warning); on npu tensors each token
+    count is captured into torch.npu.NPUGraph and replayed."""
+    stack = W8A8Stack(dtype).to(zoo_device)
     torch._dynamo.reset()
     counter = torch._dynamo.testing.CompileCounterWithBackend(op_plugin.npugraph_backend(mode="aclgraph"))
     compiled = torch.compile(stack, backend=counter, dynamic=True)
-    with torch.no_grad(), pytest.warns(UserWarning):  # a CPU host runs the AOT graph on the reference kernels
+    with torch.no_grad(), aclgraph_calls() as replays:
         for n in (6, 9):
-            x = _tokens(n, dtype)
+            x = _tokens(n, dtype, zoo_device)
             got = compiled(x)
-            _close(got, stack(x), dtype)
-            _close(got, integer_reference(stack, x), dtype)
+            _close(got, stack(x), dtype, zoo_device)
+            _close(got, _reference(stack, x), dtype, zoo_device)
+    if replays is not None:  # npu: one replay per call, of the graph captured for its token count
+        assert (len(replays), len({id(graph) for graph in replays})) == (2, 2)
     assert counter.frame_count == 1

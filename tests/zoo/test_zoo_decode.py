@@ -4,7 +4,8 @@ The decoders' next-token step (`DynamicCache`, one new token per call, the cache
 with npugraph and `dynamic=True` gives eager's logits at every step, and compiles no more graphs
 than torch's own `aot_eager` backend on the same steps (dynamo's recompiles as the cache grows are
 torch's; any extra one would be npugraph's). The tokens are fixed (teacher forcing) so a near tie in
-an argmax cannot send the two runs down different paths.
+an argmax cannot send the two runs down different paths. With --zoo-device npu the model and the
+tokens live on the virtual NPU; the logits are compared on CPU.
 """
 import pytest
 import torch
@@ -26,9 +27,9 @@ def _decode(model, step, tokens):
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "qwen2", "mistral"])
-def test_decode_steps_match_eager(name, zoo, vocab):
+def test_decode_steps_match_eager(name, zoo, vocab, zoo_device):
     model = zoo[name].build()
-    tokens = torch.randint(0, vocab, (2, TOTAL), generator=torch.Generator().manual_seed(0))
+    tokens = torch.randint(0, vocab, (2, TOTAL), generator=torch.Generator().manual_seed(0)).to(zoo_device)
     expected = _decode(model, model, tokens)
     frames = {}
     for backend in ("aot_eager", "npugraph"):
@@ -38,5 +39,7 @@ def test_decode_steps_match_eager(name, zoo, vocab):
         frames[backend] = counter.frame_count
         if backend == "npugraph":
             for step, (a, e) in enumerate(zip(actual, expected, strict=True)):
-                torch.testing.assert_close(a, e, atol=ATOL, rtol=0, msg=lambda s, step=step: f"step {step}: {s}")
+                assert a.device.type == zoo_device, f"step {step}: {a.device}"
+                torch.testing.assert_close(a.cpu(), e.cpu(), atol=ATOL, rtol=0,
+                                           msg=lambda s, step=step: f"step {step}: {s}")
     assert frames["npugraph"] <= frames["aot_eager"], frames
