@@ -5,6 +5,12 @@ Ascend host cannot lower it without this): CANN's GE type AddRmsNormQuant, which
 
 The target is named as a string: torch_npu's ops are defined on a CPU host only after op_plugin's
 lowering is imported (`registry` resolves "npu::npu_add_rms_norm_quant" when it installs).
+
+One correction (`when="corrects"`, on every host): the MX quantisation ops' float8_e8m0 scales. torch-npu
+2.13.0's Meta functions (op_plugin/meta/_meta_registrations.py) return them as uint8, and so does its eager op;
+TorchAir's converters mark those GE outputs DT_FLOAT8_E8M0, and TorchAir keeps a "quant dtype" over the FX
+meta's (`Tensor.set_torch_dtype` in ge/_ge_graph.py), so a compiled graph returned torch.float8_e8m0fnu where
+eager returns uint8 (on an NPU too). Corrected: each such output is bitcast to DT_UINT8 (the same bytes).
 """
 from __future__ import annotations
 
@@ -33,3 +39,32 @@ def npu_add_rms_norm_quant(ta: TorchAirApi, x1, x2, gamma, scales1, zero_points1
     attrs = {"axis": attr.Int(axis), "epsilon": attr.Float(epsilon), "div_mode": attr.Bool(div_mode),
              "dst_type": attr.Int(ta.graph.torch_dtype_value_to_ge_type(_INT8_DEFAULT))}
     return compat.ge_op(op_type="AddRmsNormQuant", inputs=inputs, attrs=attrs, outputs=["y1", "y2", "x"])
+
+
+# The MX quant ops whose TorchAir converter leaves float8_e8m0 scale outputs; the wheel's Meta makes them uint8.
+_E8M0_SCALE_OPS = ("npu::npu_dynamic_mx_quant", "npu::npu_dynamic_mx_quant_with_dual_axis",
+                   "npu::npu_dynamic_block_mx_quant", "npu::npu_dynamic_dual_level_mx_quant",
+                   "npu::npu_rms_norm_dynamic_mx_quant", "npu::npu_add_rms_norm_dynamic_mx_quant",
+                   "npu::npu_swiglu_mx_quant", "npu::npu_grouped_dynamic_mx_quant")
+
+
+@aten_converter(*_E8M0_SCALE_OPS, when="corrects")
+def mx_scales_as_uint8(ta: TorchAirApi, *args, meta_outputs=None, **kwargs):
+    """TorchAir's lowering, each DT_FLOAT8_E8M0 output bitcast to DT_UINT8: torch-npu 2.13.0's schema and Meta
+    give the e8m0 scales as uint8 (`mxscale = input_dummy.new_empty(mxscale_shape, dtype=torch.uint8)` in
+    npu_dynamic_mx_quant's Meta, likewise for the others), which is what eager returns; TorchAir's converters set
+    the outputs' desc to DT_FLOAT8_E8M0 (custom/npu_dynamic_mx_quant.py: `mxscale.desc.dtype =
+    ProtoDataType.DT_FLOAT8_E8M0`) and TorchAir keeps that dtype over the meta's, so the graph handed back
+    torch.float8_e8m0fnu."""
+    outputs = ta.original(*args, meta_outputs=meta_outputs, **kwargs)
+    graph = ta.graph
+    e8m0 = graph.ProtoDataType.DT_FLOAT8_E8M0
+
+    def as_uint8(value):
+        if isinstance(value, graph.Tensor) and value.desc.dtype == e8m0:
+            return ta.ge.Bitcast(value, type=graph.DataType.DT_UINT8)
+        return value
+
+    if isinstance(outputs, (tuple, list)):
+        return type(outputs)(as_uint8(value) for value in outputs)
+    return as_uint8(outputs)

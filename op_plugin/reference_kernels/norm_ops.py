@@ -46,9 +46,15 @@ def _rms_norm_backward(ctx, grad_y, grad_rstd):
 
 @reference("npu_custom_add_rms_norm")
 def add_rms_norm(x1, x2, gamma, epsilon=1e-6):
+    """As the GE AddRmsNorm it maps onto computes on Ascend910B (CANN's A2 kernel and golden): `x * rstd` is
+    rounded to the 16-bit input dtype before gamma (RmsNorm keeps it in float32), so eager equals the graph."""
     x = (opmath(x1) + opmath(x2)).to(x1.dtype)
-    y, rstd = rms_norm(x, gamma, epsilon)
-    return y, rstd, x
+    xf = opmath(x)
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + epsilon)
+    normed = xf * rstd
+    if x.dtype in (torch.float16, torch.bfloat16):
+        normed = normed.to(x.dtype).float()
+    return (normed * opmath(gamma)).to(x.dtype), rstd.float(), x
 
 
 @setup_context("npu_custom_add_rms_norm")

@@ -46,15 +46,11 @@ GE_TYPES = {
 }
 
 
-# TorchAir's converter of npu_moe_init_routing_v2 needs active_expert_range given (it assigns from it)
-SEEDS = {"npu_moe_init_routing_v2": lambda: ((torch.randn(5, 8), torch.randint(0, 4, (5, 2), dtype=torch.int32)),
-                                             dict(active_num=10, expert_num=4, expert_tokens_num_type=1,
-                                                  expert_tokens_num_flag=True, active_expert_range=[0, 4]))}
-
-
 @pytest.mark.parametrize("name", sorted(GE_TYPES))
 def test_eager_equals_single_op_graph(name):
-    assert_op_eager_equals_graph(name, GE_TYPES[name], SEEDS.get(name, VALID[name]))
+    # npu_moe_init_routing_v2's valid call leaves active_expert_range out: TorchAir's converter would write its own
+    # default None into the node (TypeError: must assign iterable) but for _lowering/schema_defaults.py (issue 34)
+    assert_op_eager_equals_graph(name, GE_TYPES[name], VALID[name])
 
 
 # ---- moved from tests/simulator/test_npu_ops_moe.py ----

@@ -125,8 +125,10 @@ def test_dequant_swiglu_quant_refusals():
     kwargs = {"weight_scale": torch.rand(8), "activation_scale": torch.rand(2)}
     with pytest.raises(NotImplementedError, match="static"):
         npu.npu_dequant_swiglu_quant(x, **kwargs, quant_scale=torch.rand(1), quant_offset=torch.rand(1))
-    with pytest.raises(NotImplementedError, match="bias"):
-        npu.npu_dequant_swiglu_quant(x, **kwargs, bias=torch.ones(8, dtype=torch.int32), quant_mode=1)
+    with pytest.raises(ValueError, match="bias"):   # CANN: [2H] or [groups, 2H]
+        npu.npu_dequant_swiglu_quant(x, **kwargs, bias=torch.ones(4, dtype=torch.int32), quant_mode=1)
+    with pytest.raises(ValueError, match="int32 x only"):
+        npu.npu_dequant_swiglu_quant(x.half(), bias=torch.ones(8, dtype=torch.int32), quant_mode=1)
     with pytest.raises(ValueError, match="token counts"):
         npu.npu_dequant_swiglu_quant(x, weight_scale=torch.rand(2, 8), activation_scale=torch.rand(2),
                                      group_index=torch.tensor([1, 2]), quant_mode=1)

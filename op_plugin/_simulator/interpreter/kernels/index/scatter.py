@@ -44,6 +44,11 @@ From CANN's README, aclnnInplaceQuantScatter(V2).md and the op's golden (``tests
   here. The doc's half-open bound [0, var.shape(axis) - U) would exclude the last slice that fits; the
   golden writes it, and so does this kernel.
 * reduce "update" only (the only mode CANN documents).
+* dtypes: CANN's combinations only (op_host/quant_update_scatter_def.cpp, aclnnInplaceQuantScatter's table for A2,
+  A3 and Ascend 950): bfloat16 updates with bfloat16 quant_scales (and bfloat16 zero points), or float16 updates
+  with float32 quant_scales (and int32 zero points). TorchAir's REG_OP lists each input's dtypes alone (float32
+  updates, int8/uint8 zero points, any scale with any update): combinations CANN has no kernel for are refused,
+  on both paths.
 """
 from __future__ import annotations
 
@@ -164,10 +169,26 @@ def _slices(var, indices, updates, axis):
     return starts
 
 
+# updates dtype -> (quant_scales dtype, quant_zero_points dtype): CANN's kernels (quant_update_scatter_def.cpp)
+_COMBINATIONS = {torch.bfloat16: (torch.bfloat16, torch.bfloat16), torch.float16: (torch.float32, torch.int32)}
+
+
+def _check_combination(updates, quant_scales, quant_zero_points):
+    want = _COMBINATIONS.get(updates.dtype)
+    if want is None:
+        refuse(f"updates has dtype {updates.dtype}; CANN takes bfloat16 or float16 (quant_update_scatter_def.cpp)")
+    if quant_scales.dtype != want[0] or (quant_zero_points is not None and quant_zero_points.dtype != want[1]):
+        zero_points = "" if quant_zero_points is None else f", quant_zero_points {quant_zero_points.dtype}"
+        refuse(f"{updates.dtype} updates with quant_scales {quant_scales.dtype}{zero_points}: CANN's combinations are "
+               "bfloat16 updates / bfloat16 quant_scales / bfloat16 zero points and float16 updates / float32 "
+               "quant_scales / int32 zero points (aclnnInplaceQuantScatter)")
+
+
 def quant_update_scatter_values(var, indices, updates, quant_scales, quant_zero_points, reduce, axis, quant_axis,
                                 round_mode):
     """var with the quantised updates written in (a new tensor)."""
     require_dtype("var", var, _VARS)
+    _check_combination(updates, quant_scales, quant_zero_points)
     if reduce != "update":
         refuse(f"reduce={reduce!r}: CANN documents only \"update\"")
     rank = updates.dim()

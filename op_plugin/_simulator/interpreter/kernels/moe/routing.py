@@ -27,8 +27,18 @@ Semantics (ops-transformer docs `aclnn<Type>.md`, the op-plugin unit tests' nump
   in scatter indices).
 - MoeFinalizeRouting(V2): out = x1 + x2 + sum_k scales[i,k] * (expanded_x[r(i,k)] + bias[expert[i,k]])
   with r(i,k) = expanded_row_idx[i + k*N] (drop_pad_mode 0/1, MoeInitRouting's layout) or
-  [i*K + k] (2/3, V2/V3's layout); in drop-pad modes (1/3) an index -1 (a dropped token) adds
-  nothing. Accumulates in float32, rounds once.
+  [i*K + k] (2/3, V2/V3's layout). Rounded as CANN's Ascend910B (A2) kernels round
+  (ops-transformer moe/moe_finalize_routing(_v2)/op_kernel/*_fp_db*.h, *_bf16*.h, the SoC the simulator models):
+  float16 and float32 compute in their own dtype, step by step, in the kernel's order: out = x1 (+ x2), then for
+  k = 0..K-1: t = expanded_x row + bias, t = t * scale, out = out + t, each operation rounded to the dtype (without
+  skips the first term starts out); bfloat16 computes the same steps in float32 and rounds once at the end,
+  MoeFinalizeRouting (V1) half away from zero (CAST_ROUND), V2 half to even (CAST_RINT). In drop-pad modes (1/3)
+  an index -1 (a dropped token) contributes a row of zeros: scale * bias[expert] is still added, as CANN's CPU
+  golden computes (moe_finalize_routing_v2/tests/ut/op_kernel/finalize_routing_v2_data/gen_data.py) and the A2
+  float16/float32 kernel that splits H (fp_cuth) does. CANN's kernels disagree here: those keeping a row of H in
+  one pass (db, all-bias, cut-K, the bfloat16 ones) and Ascend 950's (arch35 h_full_load) skip the row, bias
+  included; the simulator follows the golden, CANN's stated semantics (docs/torch-npu-ops.md).
+  x2 without x1 is refused as CANN's A2 tiling and aclnn doc refuse it ("x1 not given, x2 may not be given").
 - MoeComputeExpertTokens(sorted_experts; num_experts): for each expert e the end row of its run in
   the sorted list (binary search: how many entries are <= e).
 
@@ -286,15 +296,25 @@ def _drop_pad(x, scale, sorted_expert, order, k, expert_num, capacity, quant_mod
     return expanded_x.reshape(expert_num, capacity, x.shape[1]), expanded_row_idx, counts, expanded_scale
 
 
-def finalize_routing(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx, drop_pad_mode, k):
-    """out = x1 + x2 + sum_k scales * (expanded_x[row(i, k)] + bias[expert(i, k)]), in float32."""
+def _round_half_away_bf16(values):
+    """float32 -> bfloat16 rounding half away from zero (AscendC CAST_ROUND), NaN kept."""
+    bits = values.contiguous().view(torch.int32).to(torch.int64)
+    magnitude = ((bits & 0x7FFFFFFF) + 0x8000) & 0x7FFF0000
+    rounded = (magnitude | (bits & -0x80000000)).to(torch.int32).view(torch.float32).to(torch.bfloat16)
+    return torch.where(torch.isnan(values), values.to(torch.bfloat16), rounded)
+
+
+def finalize_routing(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_idx, drop_pad_mode, k, v1=False):
+    """out = x1 + x2 + sum_k scales * (expanded_x[row(i, k)] + bias[expert(i, k)]), rounded as A2's kernels
+    round (module docstring)."""
     for name, tensor in (("expanded_x", expanded_x), ("x1", x1), ("x2", x2), ("bias", bias), ("scales", scales)):
         if tensor is not None:
             require_dtype(name, tensor, _FLOATS)
     if drop_pad_mode not in (0, 1, 2, 3):
         refuse(f"drop_pad_mode {drop_pad_mode} is not in [0, 3]")
     if x2 is not None and x1 is None:
-        refuse("x2 (skip2) is given without x1 (skip1)")
+        refuse("x2 (skip2) is given without x1 (skip1): CANN refuses it (aclnnMoeFinalizeRoutingV2: x2 may not be "
+               "given without x1; the A2 tiling checks it)")
     if bias is not None and expert_idx is None:
         refuse("bias needs expert_idx (export_for_source_row)")
     top = scales.shape[1] if scales is not None else k
@@ -314,28 +334,47 @@ def finalize_routing(expanded_x, expanded_row_idx, x1, x2, bias, scales, expert_
     if expert_idx is not None and expert_idx.numel() and bias is not None and bool(
             ((expert_idx < 0) | (expert_idx >= bias.shape[0])).any()):
         refuse(f"expert_idx has entries outside [0, {bias.shape[0]}) (bias's experts)")
-    flat_rows = expanded_x.reshape(-1, hidden).float()
+    dtype = expanded_x.dtype
+    flat_rows = expanded_x.reshape(-1, hidden)
     index = expanded_row_idx.long()
     pos = index.reshape(top, rows).t() if drop_pad_mode in (0, 1) else index.reshape(rows, top)
     dropped = pos < 0
     if (bool(dropped.any()) and drop_pad_mode in (0, 2)) or bool((pos >= flat_rows.shape[0]).any()):
         refuse(f"expanded_row_idx has entries outside [0, {flat_rows.shape[0]}) (-1 only in drop-pad modes 1/3)")
-    term = flat_rows[pos.clamp(min=0)]
-    if bias is not None:
-        term = term + bias.float()[expert_idx.long().reshape(rows, top)]
-    term = term.masked_fill(dropped.unsqueeze(-1), 0.0)
-    weights = scales.float().reshape(rows, top, 1) if scales is not None else torch.ones(rows, top, 1)
-    out = (weights * term).sum(1)
-    for skip in (x1, x2):
-        if skip is not None:
-            out = out + skip.float().reshape(rows, hidden)
-    return out.to(expanded_x.dtype)
+    # The kernel's arithmetic: float16/float32 in their dtype, each step rounded (float32 ops, then one rounding:
+    # exact for float16, whose products and sums of two values float32 rounds correctly); bfloat16 in float32.
+    step = dtype if dtype != torch.bfloat16 else torch.float32
+
+    def rounded(value):
+        return value.to(step) if step != torch.float32 else value
+
+    out = None
+    if x1 is not None:
+        out = x1.to(step)
+        if x2 is not None:
+            out = rounded(out.float() + x2.to(step).float())
+    experts = expert_idx.long().reshape(rows, top) if bias is not None else None
+    for j in range(top):
+        gone = dropped[:, j:j + 1]
+        # a dropped token's row is zeros: it still adds scale * bias[expert], as CANN's golden computes
+        term = torch.where(gone, torch.zeros((), dtype=step), flat_rows[pos[:, j].clamp(min=0)].to(step))
+        if bias is not None:
+            term = rounded(term.float() + bias[experts[:, j]].to(step).float())
+        if scales is not None:
+            term = rounded(term.float() * scales[:, j:j + 1].to(step).float())
+        out = term if out is None else rounded(out.float() + term.float())
+    if out is None:
+        out = torch.zeros(rows, hidden, dtype=step)
+    if dtype == torch.bfloat16:
+        return _round_half_away_bf16(out) if v1 else out.to(dtype)
+    return out.to(dtype)
 
 
 @ge_kernel("MoeFinalizeRouting",
            accepts={"expanded_row_idx": (torch.int32,), "expanded_expert_idx": (torch.int32,)})
 def moe_finalize_routing(expanded_x, x1, x2, bias, scales, expanded_row_idx, expanded_expert_idx):
-    return finalize_routing(expanded_x, expanded_row_idx, x1, x2, bias, scales, expanded_expert_idx, 0, 1)
+    return finalize_routing(expanded_x, expanded_row_idx, x1, x2, bias, scales, expanded_expert_idx, 0, 1,
+                            v1=True)
 
 
 @ge_kernel("MoeFinalizeRoutingV2", prototype=_FINALIZE_V2,

@@ -2,8 +2,11 @@
 shipped YAML op npu_custom_add_rms_norm maps onto; TorchAir's converter is ``custom/npu_add_rms_norm.py``),
 AddRmsNormCast, RmsNormGrad and RmsNormGradQuant. Statistics of 16-bit float inputs are computed in float32.
 
+* AddRmsNorm: rounded as the A2 kernel rounds (its docstring): ``x * rstd`` goes to the input dtype before gamma.
 * AddRmsNormCast (ops-nn ``norm/add_rms_norm_cast``, aclnnAddRmsNormCast): AddRmsNorm's outputs, with
-  y1 = float32(y2) the widening of the rounded y2 (the doc's ``y1Out = float(y2Out)``).
+  y1 = float32(y2) the widening of the rounded y2 (the doc's ``y1Out = float(y2Out)``, the golden's
+  ``y.type(torch.float32)``, the A2 float16 kernels; the A2 bfloat16 single-row kernel writes the float32
+  product before its rounding instead).
 
 RmsNormGrad (CANN ops-nn ``norm/rms_norm_grad``): the gradient of RmsNorm, what TorchAir lowers
 torch_npu's npu_rms_norm_backward to; and RmsNormGradQuant (``norm/rms_norm_grad_quant``), the same
@@ -50,12 +53,28 @@ def rms_norm(x, gamma, *, epsilon):
 @ge_kernel("AddRmsNorm", accepts={"x1": _NORM_FLOATS, "x2": _NORM_FLOATS, "gamma": _NORM_FLOATS})
 def add_rms_norm(x1, x2, gamma, *, epsilon):
     """y = rmsnorm(x1 + x2) * gamma, rstd (float32), x = x1 + x2 (in the input dtype); x1 and x2 of one
-    shape (CANN does not broadcast them)."""
+    shape (CANN does not broadcast them).
+
+    Rounded as CANN's Ascend910B (A2) kernel rounds, the SoC the simulator models (ops-nn
+    norm/add_rms_norm/op_kernel/add_rms_norm_{single_n,multi_n,merge_n,split_d}.h and the A2 branch of its
+    golden, tests/assets/golden.py ``add_rms_golden_v1``): x = x1 + x2 rounded to the input dtype, rstd in
+    float32, then for float16/bfloat16 ``x * rstd`` is rounded to the input dtype before it is multiplied by
+    gamma (float16: a float16 multiply; bfloat16: in float32), and the product rounded again. RmsNorm's A2
+    kernel keeps ``x * rstd * gamma`` in float32 (one rounding); the Ascend 950 kernels (arch35, the golden's
+    ``add_rms_golden_v2``) do so for AddRmsNorm too: 1 ulp apart on about a quarter of the elements."""
     if x2.shape != x1.shape:
         refuse(f"x2 {list(x2.shape)} must have x1's shape {list(x1.shape)}")
+    if gamma.dim() > x1.dim() or tuple(x1.shape[x1.dim() - gamma.dim():]) != tuple(gamma.shape):
+        refuse(f"gamma of shape {tuple(gamma.shape)} is not the trailing shape of x {tuple(x1.shape)}")
     x = (opmath(x1).float() + opmath(x2).float()).to(x1.dtype)
-    y, rstd = rms_norm(x, gamma, epsilon=epsilon)   # the RmsNorm kernel on the sum
-    return y, rstd, x
+    dims = list(range(x.dim() - gamma.dim(), x.dim()))
+    wide = opmath(x).float()
+    square = wide.pow(2)
+    rstd = torch.rsqrt((square.mean(dim=dims, keepdim=True) if dims else square) + epsilon)
+    normed = wide * rstd
+    if x.dtype in (torch.float16, torch.bfloat16):
+        normed = normed.to(x.dtype).float()
+    return (normed * opmath(gamma).float()).to(x.dtype), rstd.float(), x
 
 _HALF = (torch.float16, torch.bfloat16)
 

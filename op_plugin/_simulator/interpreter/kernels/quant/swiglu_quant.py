@@ -5,7 +5,11 @@ DequantSwigluQuant and SwigluMxQuant.
   casts saturating): dequantOut = x · weight_scale · activation_scale (int32 x; weight_scale per group with
   count-mode group_index), SwiGLU on the halves (activate_left: Swish of the first), then the dynamic
   quantisation scale = rowmax|out · quant_scale| / 127, y = round_mode(out · quant_scale / scale)
-  ("rint" half to even, "round" half away from zero, floor, ceil, trunc). quant_mode "static", a bias,
+  ("rint" half to even, "round" half away from zero, floor, ceil, trunc). A bias (int32 x only; [2H], or
+  [groups, 2H] with group_index, a row per group) is added where CANN's golden (ops-nn
+  quant/dequant_swiglu_quant/tests/st/aclnnDequantSwigluQuantV2/executor_aclnnDequantSwigluQuantV2.py,
+  ``golden``) and the A2 kernel (op_kernel/dequant_swiglu_quant.h ``ComputeDequant``) add it: an int32 bias to x
+  in int32 before the scales, a float32/float16/bfloat16 one in float32 after them. quant_mode "static",
   quant_offset and swiglu_mode != 0 are refused: the docs do not give those formulas or orders.
 * SwigluMxQuant (aclnnSwigluMxQuant doc, arch35 kernel): in float32, swiglu_mode 0 ``a / (1 + exp(-a)) * b`` with
   a the right half along activate_dim (the left with activate_left), b the other; swiglu_mode 1 (last dim only)
@@ -36,6 +40,18 @@ def _rowmax_scale(wide):
     return absmax * torch.tensor(1.0 / 127.0, dtype=torch.float32)   # Muls(max, DYNAMIC_QUANT_FACTOR)
 
 
+def _bias_rows(bias, x, group_index, rows):
+    """The bias row of each row of x: [2H] (or [1, 2H]) for all, [groups, 2H] one per group_index entry."""
+    if bias.dtype not in (torch.int32, torch.float32, torch.float16, torch.bfloat16):
+        refuse(f"bias has dtype {bias.dtype}; CANN takes int32, float32, float16 or bfloat16")
+    width, groups = x.shape[-1], (1 if group_index is None else group_index.numel())
+    if list(bias.shape) == [width] and groups == 1:
+        return bias.reshape(1, width)
+    if list(bias.shape) != [groups, width]:
+        refuse(f"bias {list(bias.shape)} must be [{width}] or [{groups}, {width}] ([groups, 2H] with group_index)")
+    return bias if rows is None else bias[rows]
+
+
 def _groups(group_index, rows):
     counts = [int(v) for v in group_index.reshape(-1).tolist()]
     if any(c < 0 for c in counts) or sum(counts) != rows:
@@ -51,21 +67,26 @@ def dequant_swiglu_quant(x, weight_scale, activation_scale, bias, quant_scale, q
     require_int8(dst_type)
     if quant_mode != "dynamic":
         refuse(f"quant_mode={quant_mode!r}: only 'dynamic' is simulated (the static formula is not documented)")
-    if swiglu_mode != 0 or bias is not None or quant_offset is not None:
-        refuse("swiglu_mode != 0, bias and quant_offset are not simulated (their order is not documented)")
+    if swiglu_mode != 0 or quant_offset is not None:
+        refuse("swiglu_mode != 0 and quant_offset are not simulated (their order is not documented)")
     if activate_dim not in (-1, x.dim() - 1) or x.dim() != 2 or x.shape[-1] % 2:
         refuse(f"x {list(x.shape)} with activate_dim {activate_dim}: a 2-D x activated on its even last dim only")
     if round_mode not in _ROUNDING:
         refuse(f"round_mode={round_mode!r} is not rint, round, floor, ceil or trunc")
     rows = None if group_index is None else _groups(group_index, x.shape[0])
+    bias_rows = None if bias is None else _bias_rows(bias, x, group_index, rows)
     wide = x.float()
     if x.dtype == torch.int32:
         if weight_scale is None or activation_scale is None:
             refuse("an int32 x needs weight_scale and activation_scale")
+        if bias_rows is not None and bias.dtype == torch.int32:   # int32 add (wrapping), then the int -> float cast
+            wide = (x + bias_rows).float()
         per_channel = weight_scale.float().reshape(-1, x.shape[-1])
         wide = wide * (per_channel if rows is None else per_channel[rows]) * activation_scale.float().reshape(-1, 1)
-    elif weight_scale is not None or activation_scale is not None:
-        refuse("weight_scale/activation_scale go with an int32 x only")
+        if bias_rows is not None and bias.dtype != torch.int32:
+            wide = wide + bias_rows.float()
+    elif weight_scale is not None or activation_scale is not None or bias is not None:
+        refuse("weight_scale/activation_scale/bias go with an int32 x only")
     half = x.shape[-1] // 2
     a, b = wide[:, :half], wide[:, half:]
     gate, linear = (a, b) if activate_left else (b, a)
