@@ -8,7 +8,8 @@ in one registry (`registry`: declared with `@aten_converter` / `@library_convert
 aten ops TorchAir does not lower (`aten_converters`, `moe_converters`), the completions of
 TorchAir's converters (`aten_completions`; `collective_converters`: reduce_type "avg" and the
 non-quantised npu_mm_all_reduce_base) and the corrections of its lowering
-(`numeric_corrections`), each with TorchAir-style declared cases (`cases`). Host-independent: the
+(`numeric_corrections`; `graph_corrections`: graphs GE refuses), each with TorchAir-style declared
+cases (`cases`). Host-independent: the
 same code runs against torch_npu's TorchAir on an Ascend host and the simulator's on a CPU host,
 and a host adds its own per-op pieces through the `op_hook` of `install_converters`.
 

@@ -3,13 +3,15 @@
 
 docs/aten-ops-without-converter.md listed them as "not lowered yet": `x.amin(dim)`, `x.min(dim)`,
 `x.any(dims)` / `x.all(dim)`, `torch.isnan`, `x.squeeze((0, 1))`, `x.clamp(max=...)` with only one
-bound, `torch.atan2`, `x.prod()`, `torch.logical_xor` reach them through plain model code.
+bound, `torch.atan2`, `x.prod()`, `torch.logical_xor` reach them through plain model code; issue 34 added
+`torch.sort` / `torch.argsort` with `stable=True` (`aten.sort.stable`, GE `Sort` with its `stable` attr)
+and `torch.trunc` (GE `Trunc`).
 """
 from __future__ import annotations
 
 import torch
 
-from .cases import BOOL, F32, I32, Support
+from .cases import BOOL, F32, I32, I64, Support, T
 from .registry import aten_converter
 from .torchair_api import TorchAirApi
 
@@ -195,3 +197,51 @@ def _roll(ta: TorchAirApi, x, rank: int, shifts, dims):
                                    const(shift, dtype=int64)), size)
         x = ge.GatherV2(x, index, axis)
     return x
+
+
+@aten_converter(aten.sort.stable, when="missing",
+                cases=[Support(F32(3, 8), stable=True),
+                       Support(T([[2, 1, 2, 1, 0, 2]], dtype=torch.int32), stable=True),
+                       Support(F32(4, 3, 5), stable=True, dim=1, descending=True), Support(F32(6), stable=False)])
+def sort_stable(ta: TorchAirApi, self, *, stable=None, dim=-1, descending=False, meta_outputs=None):
+    """`aten.sort.stable` (`torch.sort(x, stable=True)`, `torch.argsort(x, stable=True)`: mixture-of-experts
+    routing sorts token-expert pairs this way so tokens keep their order within an expert). TorchAir's
+    converter only raises RuntimeError ("ge_converter is not supported!"); its `sort.default` converter
+    lowers to GE `Sort`, whose REG_OP (the wheel's auto_generated_ge_raw_ops.py) has the attr
+    `.ATTR(stable, Bool, false)`; torch_npu's eager sort passes `stable` to aclnnSort (Ascend/op-plugin
+    SortKernelNpuOpApi.cpp). Lowered as TorchAir's `sort.default` (the sorted dim moved last with
+    `Transpose` when it is not, int32 indices cast to int64) with `stable` set."""
+    rank = self.rank
+    dim = dim % rank if rank else 0
+    last = max(rank - 1, 0)
+    x = self
+    if dim != last:
+        perm = list(range(rank))
+        perm[dim], perm[last] = perm[last], perm[dim]
+        perm = ta.graph.Const(perm, dtype=ta.graph.DataType.DT_INT64)
+        x = ta.ge.Transpose(x, perm)
+    values, indices = ta.ge.Sort(x, axis=last, descending=bool(descending), stable=bool(stable))
+    if dim != last:
+        values, indices = ta.ge.Transpose(values, perm), ta.ge.Transpose(indices, perm)
+    return values, ta.dtype_promote(indices, target_dtype=ta.graph.DataType.DT_INT64)
+
+
+@aten_converter(aten.trunc.default, when="missing",
+                cases=[Support(F32(3, 4, value_range=(-5, 5))), Support(T([-2.5, -0.5, 0.5, 7.9], dtype=torch.float64)),
+                       Support(I64(5))])
+def trunc(ta: TorchAirApi, self, meta_outputs=None):
+    """`aten.trunc` (`torch.trunc`; DPT with `dynamic=True`: `torch_int(n ** 0.5)` of a symbolic length
+    becomes a float64 0-d `aten.trunc` in the AOT graph). TorchAir's converter raises NotImplementedError.
+    GE `Trunc` (REG_OP Trunc: float16, bfloat16, float32, int8, int32, uint8; rounds toward zero, the
+    CANN op of torch_npu's eager trunc, aclnnTrunc) for those dtypes; another integer or bool tensor is
+    already whole (`Identity`, aten returns a copy); float64, which Trunc does not take, as
+    `SelectV2(x >= 0, Floor(x), Ceil(x))` (Floor and Ceil take FloatingDataType, float64 included;
+    NaN goes to Ceil and stays NaN, -0.0 to Floor and stays -0.0)."""
+    data_type, ge = ta.graph.DataType, ta.ge
+    if self.dtype in (data_type.DT_FLOAT16, data_type.DT_BF16, data_type.DT_FLOAT, data_type.DT_INT8,
+                      data_type.DT_INT32, data_type.DT_UINT8):
+        return ge.Trunc(self)
+    if self.dtype != data_type.DT_DOUBLE:
+        return ge.Identity(self)
+    zero = ta.graph.Const(0.0, dtype=data_type.DT_DOUBLE)
+    return ge.SelectV2(ge.GreaterEqual(self, zero), ge.Floor(self), ge.Ceil(self))

@@ -79,3 +79,56 @@ def batch_norm_functional(ta: TorchAirApi, *args, **kwargs):
     y, running_mean, running_var, save_mean, save_rstd = ta.original(*args, **kwargs)
     return y, save_mean, save_rstd, running_mean, running_var   # aten's order
 
+
+
+# npu_rotary_mul's rotary_mode as RotaryPositionEmbedding's mode attr (TorchAir's own table, used on arch35)
+_ROTARY_MODES = {"half": 0, "interleave": 1, "quarter": 2, "interleave-half": 3}
+
+
+def _rotary_mode(op: str, rotary_mode: str) -> int:
+    if rotary_mode not in _ROTARY_MODES:
+        raise NotImplementedError(f"npu::{op}: rotary_mode {rotary_mode!r} is not one of {list(_ROTARY_MODES)}")
+    return _ROTARY_MODES[rotary_mode]
+
+
+_ROPE_CASES = [Support(F32(2, 3, 4, 16), F32(1, 3, 1, 16), F32(1, 3, 1, 16), mode)
+               for mode in ("interleave", "quarter", "interleave-half")]
+
+
+@aten_converter("npu::npu_rotary_mul", when="corrects",
+                cases=[*_ROPE_CASES, Support(F32(2, 3, 4, 16), F32(1, 3, 1, 16), F32(1, 3, 1, 16))])
+def npu_rotary_mul(ta: TorchAirApi, self, r1, r2, rotary_mode="half", rotate=None, meta_outputs=None):
+    """`npu.npu_rotary_mul` with rotary_mode "interleave", "quarter" or "interleave-half": off Ascend
+    950 (arch35) and without `rotate`, TorchAir's converter (custom/npu_rotary_mul.py) lowers every mode
+    to GE `RotaryMul`, which has no mode and computes the "half" rotation: graph mode silently returns
+    the half result. torch_npu's eager kernel runs aclnnRotaryPositionEmbedding with the mode
+    (Ascend/op-plugin op_plugin/ops/opapi/RotaryMulKernelNpuOpApi.cpp: `get_rotary_mode(rotary_mode)`,
+    r1/r2 cast to self's dtype when they differ), the CANN op GE calls `RotaryPositionEmbedding` (hicann
+    ops-transformer posembedding/rotary_position_embedding: attr mode 0 half, 1 interleave, 2 quarter,
+    3 interleave-half), which TorchAir itself emits on arch35 and with `rotate`. Corrected: those modes
+    lower to `RotaryPositionEmbedding(x, r1, r2, mode)`, r1/r2 cast to x's dtype as eager casts them;
+    "half" without `rotate` off arch35 keeps TorchAir's RotaryMul (the same rotation), and arch35 or a
+    `rotate` matrix keep TorchAir's lowering (which passes the mode)."""
+    if rotary_mode == "half" or rotate is not None or ta.is_arch35():
+        return ta.original(self, r1, r2, rotary_mode, rotate, meta_outputs=meta_outputs)
+    mode = _rotary_mode("npu_rotary_mul", rotary_mode)
+    cos, sin = ta.dtype_promote(r1, r2, target_dtype=self.dtype)
+    return ta.ge.RotaryPositionEmbedding(self, cos, sin, mode=mode)
+
+
+@aten_converter("npu::npu_rotary_mul_backward", when="corrects",
+                cases=[Support(F32(2, 3, 4, 16), F32(2, 3, 4, 16), F32(1, 3, 1, 16), F32(1, 3, 1, 16), mode)
+                       for mode in ("interleave", "quarter", "interleave-half")])
+def npu_rotary_mul_backward(ta: TorchAirApi, grad, self, r1, r2, rotary_mode="half", *, meta_outputs=None,
+                            **kwargs):
+    """`npu.npu_rotary_mul_backward` (autograd's backward of npu_rotary_mul) with rotary_mode other than
+    "half": off Ascend 950 TorchAir's converter (custom/npu_rotary_mul_backward.py) emits `RotaryMulGrad`,
+    which has no mode (the half rotation's gradient), for every mode; torch_npu's eager backward runs
+    aclnnRotaryPositionEmbeddingGrad with the mode. Corrected: those modes lower to
+    `RotaryPositionEmbeddingGrad(dy=grad, cos=r1, sin=r2, x=self, mode)` -> (dx, dr1, dr2), what TorchAir
+    emits on arch35; "half" (and arch35) keep TorchAir's lowering."""
+    if rotary_mode == "half" or ta.is_arch35():
+        return ta.original(grad, self, r1, r2, rotary_mode, meta_outputs=meta_outputs, **kwargs)
+    mode = _rotary_mode("npu_rotary_mul_backward", rotary_mode)
+    dx, dr1, dr2 = ta.ge.RotaryPositionEmbeddingGrad(grad, r1, r2, self, mode=mode)
+    return dx, dr1, dr2

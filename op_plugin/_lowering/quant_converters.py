@@ -14,7 +14,9 @@ eager returns uint8 (on an NPU too). Corrected: each such output is bitcast to D
 """
 from __future__ import annotations
 
-from .cases import F16, F32, Support
+import torch
+
+from .cases import F16, F32, Support, T
 from .registry import aten_converter
 from .torchair_api import TorchAirApi
 
@@ -41,14 +43,21 @@ def npu_add_rms_norm_quant(ta: TorchAirApi, x1, x2, gamma, scales1, zero_points1
     return compat.ge_op(op_type="AddRmsNormQuant", inputs=inputs, attrs=attrs, outputs=["y1", "y2", "x"])
 
 
-# The MX quant ops whose TorchAir converter leaves float8_e8m0 scale outputs; the wheel's Meta makes them uint8.
-_E8M0_SCALE_OPS = ("npu::npu_dynamic_mx_quant", "npu::npu_dynamic_mx_quant_with_dual_axis",
-                   "npu::npu_dynamic_block_mx_quant", "npu::npu_dynamic_dual_level_mx_quant",
-                   "npu::npu_rms_norm_dynamic_mx_quant", "npu::npu_add_rms_norm_dynamic_mx_quant",
-                   "npu::npu_swiglu_mx_quant", "npu::npu_grouped_dynamic_mx_quant")
+# The MX quant ops whose TorchAir converter leaves float8_e8m0 scale outputs (the wheel's Meta makes them uint8),
+# each with the cases TorchAir declares for its converter (grouped_dynamic_mx_quant declares none: one of ours).
+_E8M0_SCALE_OPS = {
+    "npu::npu_dynamic_mx_quant": [Support(F16(8, 256))],
+    "npu::npu_dynamic_mx_quant_with_dual_axis": [Support(F16(8, 256))],
+    "npu::npu_dynamic_block_mx_quant": [Support(F16(8, 256))],
+    "npu::npu_dynamic_dual_level_mx_quant": [Support(F16(8, 256))],
+    "npu::npu_rms_norm_dynamic_mx_quant": [Support(F16(4, 3), F16(3)), Support(F16(4, 3), F16(3), beta=F16(3))],
+    "npu::npu_add_rms_norm_dynamic_mx_quant": [Support(F16(1, 2, 3), F16(1, 2, 3), F16(3)),
+                                               Support(F16(1, 2, 3), F16(1, 2, 3), F16(3), beta=F16(3))],
+    "npu::npu_swiglu_mx_quant": [Support(F16(2, 8))],
+    "npu::npu_grouped_dynamic_mx_quant": [Support(F16(100, 16), T([10, 10, 75, 100], dtype=torch.int32))],
+}
 
 
-@aten_converter(*_E8M0_SCALE_OPS, when="corrects")
 def mx_scales_as_uint8(ta: TorchAirApi, *args, meta_outputs=None, **kwargs):
     """TorchAir's lowering, each DT_FLOAT8_E8M0 output bitcast to DT_UINT8: torch-npu 2.13.0's schema and Meta
     give the e8m0 scales as uint8 (`mxscale = input_dummy.new_empty(mxscale_shape, dtype=torch.uint8)` in
@@ -68,3 +77,8 @@ def mx_scales_as_uint8(ta: TorchAirApi, *args, meta_outputs=None, **kwargs):
     if isinstance(outputs, (tuple, list)):
         return type(outputs)(as_uint8(value) for value in outputs)
     return as_uint8(outputs)
+
+
+for _op, _cases in _E8M0_SCALE_OPS.items():
+    aten_converter(_op, when="corrects", cases=_cases)(mx_scales_as_uint8)
+del _op, _cases

@@ -11,8 +11,9 @@ names the op (`ta.op`) and TorchAir's converter it replaces (`ta.original`).
 TorchAir's converter registry: TorchAir keeps an op's converter as `op._ge_converter`, a
 `functools.wraps` wrapper around the converter function (which therefore is `wrapper.__wrapped__`).
 `torchair_converter` reads it; `is_not_implemented_stub` tells a converter that exists from one
-that only raises NotImplementedError (TorchAir generates such stubs for most aten ops it does not
-lower); `torchair_lowers` combines the two.
+that only raises (TorchAir generates `raise NotImplementedError(...)` stubs for most aten ops it does
+not lower, and `raise RuntimeError("... ge_converter is not supported!")` for a few: `aten.sort.stable`,
+`aten.sub.Scalar`, `aten.randint.low`, ...); `torchair_lowers` combines the two.
 """
 from __future__ import annotations
 
@@ -57,8 +58,14 @@ def torchair_converter(op: Any) -> Callable | None:
     return getattr(wrapper, "__wrapped__", wrapper)
 
 
+# The exceptions a stub converter raises: TorchAir's generated stubs raise NotImplementedError, and a few
+# (aten/sort.py's sort.stable, sub.Scalar, randint.low, ...) RuntimeError("... ge_converter is not supported!").
+_STUB_EXCEPTIONS = ("NotImplementedError", "RuntimeError")
+
+
 def is_not_implemented_stub(fn: Callable | None) -> bool:
-    """True if `fn`'s body is (a docstring and) only `raise NotImplementedError(...)`."""
+    """True if `fn`'s body is (a docstring and) only `raise NotImplementedError(...)` or
+    `raise RuntimeError(...)`: a converter that lowers nothing."""
     if fn is None:
         return False
     try:
@@ -76,7 +83,7 @@ def is_not_implemented_stub(fn: Callable | None) -> bool:
         return False
     exc = body[0].exc
     name = exc.func if isinstance(exc, ast.Call) else exc
-    return isinstance(name, ast.Name) and name.id == "NotImplementedError"
+    return isinstance(name, ast.Name) and name.id in _STUB_EXCEPTIONS
 
 
 def torchair_lowers(op: Any) -> bool:

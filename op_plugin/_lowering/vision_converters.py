@@ -7,6 +7,8 @@ produces and TorchAir does not lower (`when="missing"`; `registry`).
 - `aten.replication_pad2d` / `replication_pad3d` (+ backward): `mode="replicate"` on 4-D/5-D input.
 - `aten.pixel_shuffle` / `pixel_unshuffle`: sub-pixel convolution upsampling (ESPCN, Swin2SR,
   super-resolution heads) and its inverse; TorchAir's converter raises NotImplementedError.
+- `aten.col2im`: `F.fold` (MobileViTv2 folds its unfolded patches back), GE `Col2im` as torch_npu's
+  eager col2im runs it.
 
 The pads lower to the CANN op TorchAir itself uses for its reflection/replication pads,
 `PadV3(x, paddings, mode, paddings_contiguous=True)` (TorchAir's replication_pad1d converter;
@@ -162,3 +164,48 @@ def pixel_unshuffle(ta: TorchAirApi, self, downscale_factor, meta_outputs=None):
     moved = ge.Transpose(split, const(perm, dtype=int64))
     lead_dims = [_dims(ta, self, 0, lead)] if lead else []
     return ge.Reshape(moved, _concat(ta, [*lead_dims, const([-1], dtype=int64), shrunk]))
+
+
+def _pair(values, default) -> list[int]:
+    values = [int(v) for v in values] if values else [default]
+    return values * 2 if len(values) == 1 else values
+
+
+def _int32_vector(ta: TorchAirApi, values):
+    """A list of sizes (ints, or symbolic sizes as GE scalars) or a GE vector, as one int32 GE vector."""
+    graph = ta.graph
+    int32 = graph.DataType.DT_INT32
+    if isinstance(values, graph.Tensor):
+        return ta.dtype_promote(values, target_dtype=int32)
+    if all(isinstance(v, int) for v in values):
+        return graph.Const([int(v) for v in values], dtype=int32)
+    parts = [graph.Const([v], dtype=int32) if isinstance(v, int)
+             else ta.ge.Reshape(ta.dtype_promote(v, target_dtype=int32),
+                                graph.Const([1], dtype=graph.DataType.DT_INT64))
+             for v in values]
+    return _concat(ta, parts)
+
+
+@aten_converter(torch.ops.aten.col2im.default, when="missing",
+                cases=[Support(F32(2, 12, 12), [4, 5], [2, 2], [1, 1], [0, 0], [1, 1]),
+                       Support(F32(1, 18, 6), [5, 4], [3, 3], [1, 1], [1, 1], [2, 2]),
+                       Support(F32(8, 12), [4, 6], [2, 2], [1, 2], [0, 1], [2, 1])])
+def col2im(ta: TorchAirApi, self, output_size, kernel_size, dilation, padding, stride, meta_outputs=None):
+    """`aten.col2im` (`F.fold`: MobileViTv2 folds its patches back into a feature map): TorchAir's
+    converter raises NotImplementedError. torch_npu's eager col2im (Ascend/op-plugin
+    op_plugin/ops/aclops/Col2imKernelNpu.cpp) runs GE `Col2im` on x viewed as [N, C, kh * kw, L], with
+    output_size [H, W] as an int32 input and kernel_size/dilation/padding/stride as [h, w] attrs
+    (REG_OP Col2im: x float16/float32, output_size int32, four required ListInt attrs): y [N, C, H, W];
+    a 2-D input is unsqueezed to a batch of one and squeezed back, as that kernel does. Lowered to the
+    same op, x's [N, C * kh * kw, L] reshaped with sizes from `Shape(x)` (symbolic sizes stay symbolic),
+    the output given the NCHW layout."""
+    ge, const, int64 = ta.ge, ta.graph.Const, ta.graph.DataType.DT_INT64
+    batched = self.rank == 3
+    x = self if batched else ge.Unsqueeze(self, axes=[0])
+    kernel = _pair(kernel_size, 1)
+    columns = ge.Reshape(x, _concat(ta, [_dims(ta, x, 0, 1), const([-1, kernel[0] * kernel[1]], dtype=int64),
+                                         _dims(ta, x, 2, 3)]))
+    y = ge.Col2im(columns, _int32_vector(ta, output_size), kernel_size=kernel, dilation=_pair(dilation, 1),
+                  padding=_pair(padding, 0), stride=_pair(stride, 1))
+    ta.utils.specific_op_output_layout(y, indices=0, layout="NCHW")
+    return y if batched else ge.Squeeze(y, axis=[0])

@@ -53,8 +53,19 @@ def test_torchair_writes_the_layout_attrs_the_rule_accepts_and_moves_them_onto_d
         assert f"op.attr['{name}']" in converter and "desc.layout = layout.decode()" in converter
 
 
+def test_torchair_scope_data_dump_attr_is_accepted(torchair):
+    """torchair.scope.data_dump() writes this name on the scope's nodes and TorchAir's dump-options writer reads
+    it (the dump's layer list); it is accepted on any node and changes nothing the node computes (issue 34)."""
+    scope = (_torchair_dir(torchair) / "scope" / "__init__.py").read_text()
+    converter = (_torchair_dir(torchair) / "_ge_concrete_graph" / "fx2ge_converter.py").read_text()
+    for name in unnamed_attrs.TORCHAIR_SCOPE_ATTRS:
+        assert f'("{name}", ' in scope and f'"{name}" in attr_map' in converter
+    (y,) = run_node("Relu", [_X], torchair_enable_data_dump="True")
+    assert y.tolist() == [[0.0, 0.0, 2.0], [3.0, 0.0, 0.5]]
+
+
 def test_every_table_entry_has_its_reason():
-    for name, reason in unnamed_attrs.TORCHAIR_NODE_ATTRS.items():
+    for name, reason in {**unnamed_attrs.TORCHAIR_NODE_ATTRS, **unnamed_attrs.TORCHAIR_SCOPE_ATTRS}.items():
         assert not name.startswith("_") and len(reason) > 40
     for op_type, table in unnamed_attrs.INERT_ATTRS.items():
         assert op_type in _ENTRIES and all(len(reason) > 40 for reason in table.values())

@@ -9,6 +9,9 @@ such an attr, naming the node, its type, the attr and its value, unless
   `_force_unknown_shape`, `_inputs_all_sym`, ...), which describes the graph, not the computation;
 * it is one of `TORCHAIR_NODE_ATTRS`: attrs TorchAir writes on nodes of many types whose content
   reaches the graph another way;
+* it is one of `TORCHAIR_SCOPE_ATTRS`: attrs a `torchair.scope` writes on the nodes made inside it that
+  select what a run reports (`torchair.scope.data_dump()`'s `torchair_enable_data_dump`), not what a
+  node computes;
 * it is in `INERT_ATTRS` for the node's type: proven not to change the result, with the source;
 * it is in `NEWER_DEFAULTS` for the node's type (an attr of a newer REG_OP than the wheel's header,
   not bound by the kernel) and its value is that REG_OP's documented default.
@@ -40,6 +43,16 @@ _LAYOUT_INFO = ("TorchAir's specific_op_{}_layout (_ge_concrete_graph/utils.py) 
 TORCHAIR_NODE_ATTRS: dict[str, str] = {
     "input_layout_info": _LAYOUT_INFO.format("input", "input"),
     "output_layout_info": _LAYOUT_INFO.format("output", "output"),
+}
+
+# Attrs torchair.scope writes on every node made inside a scope that select what the run reports, not what a
+# node computes: name -> who reads it. torchair.scope.data_dump() (torchair/scope/__init__.py) writes
+# ("torchair_enable_data_dump", "True"); TorchAir's _set_dump_options_json (_ge_concrete_graph/fx2ge_converter.py)
+# reads it to add the node to the dump's layer list (dump_options_*.json, handed to AclmdlSetDump).
+TORCHAIR_SCOPE_ATTRS: dict[str, str] = {
+    "torchair_enable_data_dump": "the node's membership of a torchair.scope.data_dump() scope: TorchAir's "
+                                 "_set_dump_options_json (fx2ge_converter.py) adds such nodes to the data dump's "
+                                 "layer list; what is dumped, not what the node computes",
 }
 
 
@@ -78,7 +91,7 @@ NEWER_DEFAULTS: dict[str, dict[str, NewerDefault]] = {
 
 def accepted(op_type: str, name: str, value) -> bool:
     """Whether an attr the prototype of `op_type` does not name may be left unread."""
-    if name.startswith(BOOKKEEPING_PREFIX) or name in TORCHAIR_NODE_ATTRS:
+    if name.startswith(BOOKKEEPING_PREFIX) or name in TORCHAIR_NODE_ATTRS or name in TORCHAIR_SCOPE_ATTRS:
         return True
     if name in INERT_ATTRS.get(op_type, {}):
         return True
@@ -129,5 +142,5 @@ def _record(op_type: str, unnamed: list) -> None:
                        for name, value in unnamed)
 
 
-__all__ = ["BOOKKEEPING_PREFIX", "INERT_ATTRS", "NEWER_DEFAULTS", "RECORD_ENV", "TORCHAIR_NODE_ATTRS", "NewerDefault",
-           "accepted", "check"]
+__all__ = ["BOOKKEEPING_PREFIX", "INERT_ATTRS", "NEWER_DEFAULTS", "RECORD_ENV", "TORCHAIR_NODE_ATTRS",
+           "TORCHAIR_SCOPE_ATTRS", "NewerDefault", "accepted", "check"]

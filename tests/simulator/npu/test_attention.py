@@ -381,14 +381,15 @@ def test_incre_flash_attention_refuses_in_a_hand_built_graph(attrs, match):
                  input_layout="BSH", num_heads=2, num_key_value_heads=2, **attrs)
 
 
-def test_rotary_interleave_is_lowered_as_half_by_torchair():
+def test_rotary_interleave_is_lowered_with_its_mode():
     """TorchAir's converter maps npu_rotary_mul to RotaryMul (no mode attribute) off Ascend950 without
-    `rotate`, so rotary_mode='interleave' computes the 'half' rotation in graph mode, also on an NPU.
-    Recorded here so a change in either is noticed (docs/torch-npu-ops.md)."""
+    `rotate`, so rotary_mode='interleave' computed the 'half' rotation in graph mode, also on an NPU;
+    op_plugin's correction (op_plugin/_lowering/numeric_corrections.py, issue 34) lowers it to
+    RotaryPositionEmbedding with its mode, as eager computes it (docs/torch-npu-ops.md)."""
     x, r1, r2 = torch.randn(1, 2, 3, 8), torch.rand(1, 2, 1, 8), torch.rand(1, 2, 1, 8)
     got = check_compiled(lambda x, a, b: npu.npu_rotary_mul(x, a, b, "interleave"), (x, r1, r2),
-                         oracle=lambda x, a, b: npu.npu_rotary_mul(x, a, b, "half"), kind="npu_ops").got
-    assert not torch.allclose(got, npu.npu_rotary_mul(x, r1, r2, "interleave"))
+                         "RotaryPositionEmbedding", kind="npu_ops").got
+    assert not torch.allclose(got, npu.npu_rotary_mul(x, r1, r2, "half"))
 
 
 def test_a_yaml_op_cannot_take_a_defined_torch_npu_name(tmp_path):

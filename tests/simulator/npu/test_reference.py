@@ -204,13 +204,14 @@ def test_rotary_position_embedding_grad_refuses_a_missing_x():
 
 
 @pytest.mark.parametrize("mode", ["quarter", "interleave-half"])
-def test_quarter_modes_are_lowered_as_half_off_ascend_950(mode):
+def test_quarter_modes_keep_their_mode_off_ascend_950(mode):
     """TorchAir lowers npu_rotary_mul without `rotate` to RotaryMul (no mode: the half rotation) unless the
-    SoC is Ascend 950 (arch35); the simulator's host is no Ascend SoC, so graph mode computes the half form,
-    as an A2/A3 host's TorchAir would. Recorded here, documented in docs/torch-npu-ops.md."""
+    SoC is Ascend 950 (arch35), as an A2/A3 host's TorchAir would; op_plugin's correction (op_plugin/_lowering/
+    numeric_corrections.py, issue 34) lowers these modes to RotaryPositionEmbedding with the mode, so graph
+    mode computes what eager computes (docs/torch-npu-ops.md)."""
     x, r1, r2 = _inputs()
     got = Npugraph(lambda a, b, c: npu.npu_rotary_mul(a, b, c, mode))(x, r1, r2)
-    assert_close(got, _plain(x.double(), r1.double(), r2.double(), "half").float(), "npu_ops")
+    assert_close(got, _plain(x.double(), r1.double(), r2.double(), mode).float(), "npu_ops")
 
 
 def test_cos_sin_must_broadcast_to_x():

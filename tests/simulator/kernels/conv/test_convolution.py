@@ -149,3 +149,34 @@ def test_conv_backprop_refuses_mismatched_operands(op_type, operands, match):
     with pytest.raises(Exception, match=f"{op_type}.*{match}"):
         run_node(op_type, operands(), [(F32, [1, 2, 5, 5])],
                  strides=[1, 1, 1, 1], pads=[0, 0, 0, 0], dilations=[1, 1, 1, 1])
+
+
+# ---- Col2im (issue 34: aten.col2im, F.fold) ------------------------------------------------------
+
+@pytest.mark.parametrize("kernel, dilation, padding, stride, size", [
+    ([2, 2], [1, 1], [0, 0], [1, 1], [4, 5]),
+    ([3, 3], [1, 1], [1, 1], [2, 2], [5, 4]),
+    ([2, 2], [1, 2], [0, 1], [2, 1], [4, 6]),
+    ([2], [1], [1], [2], [6, 6]),
+])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_col2im_is_fold_of_the_nchw_columns(kernel, dilation, padding, stride, size, dtype):
+    """CANN Col2im as torch_npu's aclop col2im feeds it: x [N, C, kh * kw, L], output_size [H, W] (int32);
+    the oracle is F.fold of x viewed [N, C * kh * kw, L], in float32 for float16."""
+    def pair(values):
+        return values * 2 if len(values) == 1 else values
+
+    k = pair(kernel)
+    blocks = F.unfold(torch.zeros(1, 1, *size), k, pair(dilation), pair(padding), pair(stride)).shape[-1]
+    x = torch.randn(2, 3, k[0] * k[1], blocks).to(dtype)
+    want = F.fold(x.float().reshape(2, -1, blocks), size, k, pair(dilation), pair(padding), pair(stride)).to(dtype)
+    (got,) = run_node("Col2im", [x, Const(torch.tensor(size, dtype=I32))], [(dtype, list(want.shape))],
+                      kernel_size=kernel, dilation=dilation, padding=padding, stride=stride)
+    assert_close(got, want, "npu_ops")
+
+
+def test_col2im_refuses_a_kernel_that_does_not_match_x():
+    x = torch.randn(1, 2, 4, 6)
+    with pytest.raises(Exception, match="kh \\* kw = 9"):
+        run_node("Col2im", [x, Const(torch.tensor([4, 5], dtype=I32))], [(F32, [1, 2, 4, 5])],
+                 kernel_size=[3, 3], dilation=[1, 1], padding=[0, 0], stride=[1, 1])

@@ -48,3 +48,22 @@ def test_nan_to_num_requires_its_attrs():
     with pytest.raises(Exception,
                        match=r"node 'op' \(NanToNum\) has no attr 'posinf', which CANN's prototype requires"):
         run_node("NanToNum", [torch.rand(3)], [(F32, [3])], nan=0.0)
+
+
+# ---- Trunc (issue 34: aten.trunc) ----------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_trunc_rounds_toward_zero(dtype):
+    x = torch.tensor([-2.5, -0.5, -0.0, 0.5, 1.99, 7.0, float("inf"), float("nan")]).to(dtype)
+    (got,) = run_node("Trunc", {"input_x": x}, [(dtype, [8])])
+    want = torch.tensor([-2.0, -0.0, -0.0, 0.0, 1.0, 7.0, float("inf"), float("nan")]).to(dtype)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    assert torch.signbit(got[1]) and not torch.signbit(got[3])
+
+
+def test_trunc_of_integers_is_the_value_and_int64_is_refused():
+    x = torch.tensor([-3, 0, 5], dtype=I32)
+    (got,) = run_node("Trunc", {"input_x": x}, [(I32, [3])])
+    assert torch.equal(got, x)
+    with pytest.raises(Exception, match="int64"):
+        run_node("Trunc", {"input_x": x.long()}, [(torch.int64, [3])])

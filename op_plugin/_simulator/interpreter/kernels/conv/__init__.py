@@ -1,4 +1,4 @@
 """Convolution ops (CANN ops-nn ``conv/``).
 
-* convolution: Conv2D/3D, Conv2D/3DTranspose, Im2col, Conv2D/3DBackpropInput, Conv2D/3DBackpropFilter
+* convolution: Conv2D/3D, Conv2D/3DTranspose, Im2col, Col2im, Conv2D/3DBackpropInput, Conv2D/3DBackpropFilter
 """

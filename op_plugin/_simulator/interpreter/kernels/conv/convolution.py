@@ -349,3 +349,32 @@ def im2col(x, *, ksizes, strides, dilations, padding_mode, pads, node):
     padded = F.pad(x, (pads[2], pads[3], pads[0], pads[1]))
     return F.unfold(padded, pair("ksizes", ksizes), dilation=pair("dilations", dilations),
                     stride=pair("strides", strides))
+
+
+@ge_kernel("Col2im", accepts={"x": (torch.float16, torch.float32)}, widen=True)
+def col2im(x, output_size, *, kernel_size, dilation, padding, stride):
+    """CANN Col2im (REG_OP Col2im: inputs x (float16/float32) and output_size (int32), output y; required
+    attrs kernel_size, dilation, padding, stride), as torch_npu's eager col2im runs it (Ascend/op-plugin
+    aclops/Col2imKernelNpu.cpp: x viewed as [N, C, kh * kw, L], output_size [H, W], each attr [h, w]):
+    y [N, C, H, W], every column's values summed back into the padded image (aten col2im, F.fold), the
+    padding cropped. One-element attrs apply to both spatial dims."""
+    if x.dim() != 4:
+        refuse(f"x must be 4-D [N, C, kh * kw, L], got shape {list(x.shape)}")
+    size = int_list(output_size)
+    if len(size) != 2:
+        refuse(f"output_size must hold [H, W], got {size}")
+
+    def pair(name, values):
+        values = int_list(values)
+        if len(values) == 1:
+            return values * 2
+        if len(values) != 2:
+            refuse(f"{name} must have 1 or 2 values, got {values}")
+        return values
+
+    kernel = pair("kernel_size", kernel_size)
+    if x.shape[2] != kernel[0] * kernel[1]:
+        refuse(f"x's dim 2 ({x.shape[2]}) is not kh * kw = {kernel[0] * kernel[1]}")
+    n, c, k, blocks = x.shape
+    return F.fold(x.reshape(n, c * k, blocks), size, kernel, dilation=pair("dilation", dilation),
+                  padding=pair("padding", padding), stride=pair("stride", stride))

@@ -1,7 +1,7 @@
 """CANN's math ops (hicann ops-math `math/`), unary: Log and Exp with their base/scale/shift attrs,
 Log1p, Expm1, Sqrt, Rsqrt, Erf, Erfinv, Reciprocal, Sin, Cos, Tan, Tanh, the inverse trigonometric
 and hyperbolic functions (Acos, Acosh, Asin, Asinh, Atan, Atanh, Cosh, Sinh), Neg, Abs, Square,
-Sign, Floor, Ceil, Round, OnesLike, NanToNum (whose replacement values are attrs) and Cast.
+Sign, Floor, Ceil, Round, Trunc, OnesLike, NanToNum (whose replacement values are attrs) and Cast.
 
 Kept apart from the binary arithmetic in `math` so neither module grows past ~400 lines. Each
 kernel follows its CANN prototype (TorchAir's `_ge_concrete_graph/auto_generated_ge_raw_ops.py`).
@@ -41,6 +41,14 @@ for _op_type, _name, _fn in (
     ("Round", "round", torch.round), ("OnesLike", "ones_like", torch.ones_like),
 ):
     ge_kernel(_op_type, prepared=True)(unary_kernel(_name, _fn))
+
+
+@ge_kernel("Trunc", prepared=True, accepts={"input_x": (torch.float16, torch.bfloat16, torch.float32, torch.int8,
+                                                          torch.int32, torch.uint8)})
+def trunc(input_x):
+    """CANN Trunc (REG_OP Trunc: input_x, output_y, float16/bfloat16/float32/int8/int32/uint8; ops-math
+    math/trunc): each element rounded toward zero, exact in its own dtype (an integer is unchanged)."""
+    return torch.trunc
 
 
 # ---- inverse trigonometric and hyperbolic functions, Tan, Erfinv -------------------------------
