@@ -177,3 +177,23 @@ for name, backend in backends.items():
         line = next(row for row in out.splitlines() if row.startswith(name + " "))
         replays, graphs = int(line.split()[-3]), int(line.split()[-1])
         assert replays == 4 and graphs == 2, line   # every call replays; batch 6 captured a second graph
+
+
+def test_import_torchair_in_a_spawned_process(tmp_path):
+    """A process started by multiprocessing's spawn inherits sys.path with the wheel's TorchAir folder on it; its
+    `import torchair` must still give the simulator's TorchAir (TorchAir's multi-rank smoke tests spawn ranks)."""
+    (tmp_path / "spawned.py").write_text('''
+import torch, torch_npu, torchair
+import torch.multiprocessing as mp
+
+def child(rank):
+    import torchair, op_plugin
+    assert torchair is op_plugin.load_torchair()
+    out = torch.compile(lambda t: t * 2, backend=torchair.get_npu_backend())(torch.ones(3).npu())
+    print("child", out.device, out.cpu().tolist(), flush=True)
+
+if __name__ == "__main__":
+    mp.spawn(child, nprocs=1)
+''')
+    out = _ok("import runpy; runpy.run_path('spawned.py', run_name='__main__')", tmp_path)
+    assert "child npu:0 [2.0, 2.0, 2.0]" in out, out
