@@ -18,6 +18,8 @@ The façade (`torch_npu`):
 * `torch_npu.npu`: the `torch.npu` module (`npu_module`), with `torch_npu.npu.utils` and
   `torch_npu.npu._backends` answering torch-npu 2.13.0's SoC query `get_soc_version()` (the SoC's enum
   value; `npu_module.SOCS`), also `torch_npu.npu.utils.get_cann_version()` / `_is_gte_cann_version`;
+* torch_npu's graph-debugging ops `save_npugraph_tensor` / `print_npugraph_tensor`, defined in `torch.ops.npu`
+  when the façade is built, as torch_npu defines them at its import (`torchair_branches`);
 * torch_npu's dtype constants (`torch_npu.hifloat8`, ...: the values of `npu/torch_npu_standin.py`) and
   `__version__` ("2.13.0", the wheel emulated);
 * any other name raises `VirtualNpuMissing` (an AttributeError) naming it and saying the virtual NPU does
@@ -87,6 +89,7 @@ def _build(spec) -> types.ModuleType:
     facade.npu = npu_module
     facade.get_npu_format = torchair_branches.get_npu_format
     facade.get_storage_size = torchair_branches.get_storage_size
+    torchair_branches.define_npugraph_tensor_ops()  # torch_npu.save_npugraph_tensor & co., as torch_npu does
     facade._C = sys.modules.setdefault("torch_npu._C", _submodule("torch_npu._C", **aclgraph_support.C_CALLS))
     soc = npu_module.get_soc_version
     utils = _submodule("torch_npu.npu.utils", get_soc_version=soc, get_cann_version=standin.get_cann_version,
