@@ -6,7 +6,7 @@ one intra-op thread. Every sample is a fresh interpreter (start-up and first-use
 here), and the two backends alternate sample by sample. A child process times, on the wall and
 the CPU clock (bench/_clocks.py), with the garbage collector's CPU time metered apart:
 
-* import torch, import op_plugin, and for npugraph the simulator load (`load_torchair()`, the
+* import torch, import op_plugin, and for npugraph the simulator load (`load_simulated_torchair()`, the
   import of TorchAir from the unpacked torch-npu wheel), each once;
 * the first call of the compiled model (trace + compile + first run), split by timers wrapped in
   the child around dynamo's `_compile`, `call_user_compiler`, `aot_module_simplified`, op_plugin's
@@ -118,11 +118,11 @@ def child(payload: dict) -> dict:
     backend = payload["backend"]
     phases = Phases()
     if backend == "npugraph":
-        from op_plugin._simulator import load_torchair
+        from op_plugin._simulator import load_simulated_torchair
 
         gc_meter.reset()
         start, cpu_start = perf(), cpu()
-        load_torchair()
+        load_simulated_torchair()
         out["import_torchair"], out["load_cpu"] = perf() - start, cpu() - cpu_start
         out["load_gc_cpu"] = gc_meter.seconds
     _instrument(phases, backend)
@@ -185,7 +185,7 @@ def _load_parts() -> dict:
     import torch
     import op_plugin  # noqa: F401
     import torch._dynamo
-    from op_plugin._simulator import load_torchair
+    from op_plugin._simulator import load_simulated_torchair
 
     def shared():
         torch.compile(lambda x: x + 1, backend="aot_eager")(torch.ones(2))
@@ -193,7 +193,7 @@ def _load_parts() -> dict:
 
     out = {}
     for key, step in (("shared", shared), ("inductor", lambda: __import__("torch._inductor.pattern_matcher")),
-                      ("rest", load_torchair)):
+                      ("rest", load_simulated_torchair)):
         gc_meter.reset()
         cpu0 = cpu()
         step()

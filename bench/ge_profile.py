@@ -114,13 +114,13 @@ def child(payload: dict) -> dict:
 
     torch.set_num_threads(payload.get("threads", 1))
     import op_plugin  # noqa: F401
-    from op_plugin._simulator import load_torchair
+    from op_plugin._simulator import load_simulated_torchair
     from op_plugin._simulator.interpreter.executor import plan as plan_module
     from op_plugin._simulator.interpreter.executor.program import build_program
 
     from .zoo_steady import _load
 
-    load_torchair()
+    load_simulated_torchair()
     plans = {}  # plan -> the inputs of its latest call
     original_run = plan_module.GraphPlan.run
 

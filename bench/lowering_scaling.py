@@ -165,10 +165,10 @@ def run(quick: bool = False) -> dict:
 
     import op_plugin  # noqa: F401
     from op_plugin._backend import npugraph
-    from op_plugin._simulator import loaded_graphs, load_torchair
+    from op_plugin._simulator import loaded_graphs, load_simulated_torchair
 
     cfg = QUICK if quick else FULL
-    load_torchair()
+    load_simulated_torchair()
     recorder = _Recorder()
     inputs = [torch.randn(4, 16), torch.ones(16)]
 

@@ -66,9 +66,9 @@ def child(payload: dict) -> dict:
 
     torch.set_num_threads(payload["threads"])
     import op_plugin  # noqa: F401  (the npugraph backend)
-    from op_plugin._simulator import capture_graphs, load_torchair
+    from op_plugin._simulator import capture_graphs, load_simulated_torchair
 
-    load_torchair()
+    load_simulated_torchair()
     cfg = payload["cfg"]
     module, args = _build(payload["graph"], cfg["tokens"])
     torch._dynamo.reset()

@@ -131,13 +131,13 @@ def _count_compiles(fn, calls, mode):
 def run(quick: bool = False) -> dict:
     import torch
 
-    from op_plugin._simulator import load_torchair
+    from op_plugin._simulator import load_simulated_torchair
     from op_plugin.testing import clone_tree, sample_cases
 
     from ._model import decoder_model, model_inputs
 
     cfg = QUICK if quick else FULL
-    load_torchair()
+    load_simulated_torchair()
     cases = [c for c in sample_cases() if cfg["cases"] is None or c.id in cfg["cases"]]
     figures, rows, failures = {}, [], []
     per_mode_after_first = {m: [] for m in MODES}

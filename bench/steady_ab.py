@@ -50,11 +50,11 @@ def child(tree: str, rounds: int, models: list) -> None:
 
     torch.set_num_threads(1)
     import op_plugin
-    from op_plugin._simulator import load_torchair
+    from op_plugin._simulator import load_simulated_torchair
 
     if not op_plugin.__file__.startswith(tree):
         raise RuntimeError(f"op_plugin came from {op_plugin.__file__}, not {tree}")
-    load_torchair()
+    load_simulated_torchair()
     spec = importlib.util.spec_from_file_location("steady_ab_zoo", ROOT / "tests" / "zoo" / "conftest.py")
     zoo = importlib.util.module_from_spec(spec)
     sys.modules["steady_ab_zoo"] = zoo

@@ -42,12 +42,12 @@ WHERE = {
 def run(quick: bool = False) -> dict:
     import torch
 
-    from op_plugin._simulator import load_torchair
+    from op_plugin._simulator import load_simulated_torchair
 
     from ._model import decoder_model, model_inputs
 
     cfg = QUICK if quick else FULL
-    load_torchair()
+    load_simulated_torchair()
     figures, rows, ratios = {}, [], []
     for layers, batch, seq in cfg["cases"]:
         torch._dynamo.reset()

@@ -77,10 +77,10 @@ def child(payload: dict) -> dict:
     # CPU time: the calling thread's with one intra-op thread, the process's with more (the pool's too)
     clock = time.thread_time if payload["threads"] == 1 else time.process_time
     import op_plugin  # noqa: F401  (the npugraph backend)
-    from op_plugin._simulator import load_torchair
+    from op_plugin._simulator import load_simulated_torchair
     from op_plugin._simulator.interpreter.executor import plan as plan_module
 
-    load_torchair()
+    load_simulated_torchair()
     if payload.get("memory"):
         return _memory_child(payload)
     inside = []  # CPU seconds spent inside GraphPlan.run per npugraph call

@@ -7,7 +7,14 @@ YAML file (see docs/yaml-format.md), attach Python pieces with the decorators be
 This module is the public API only; the pipeline lives in private packages, one per stage, whose
 imports run one way (checked by `lint-imports`, see docs/design.md):
 `_base` -> `_ge` -> `_spec` -> `_registry` -> `_lowering` -> `_simulator` -> `_backend` -> `_tools`.
+
+`op_plugin.testing` (checks of your own ops, `@op_plugin.testing.oracle`) is imported on first use.
 """
+__version__ = "0.1.0"   # before the imports: `op-plugin --version` reads it from here before they run
+
+# First, before torch: `op-plugin --help` answered, a command's first line printed (_cli_entry.py);
+# nothing in any other process.
+from . import _cli_entry  # noqa: F401
 from . import _backend
 from ._backend import NpuGraphConfig, load_torchair, npugraph_backend, register_ge_kernel
 from ._base.errors import MissingImplementationError, OpPluginError, YamlSpecError
@@ -24,7 +31,6 @@ __all__ = [
     "NpuGraphConfig", "inspect", "InspectReport", "compare", "CompareReport",
     "MissingImplementationError", "OpPluginError", "YamlSpecError", "shipped_yaml_files",
 ]
-__version__ = "0.1.0"
 
 
 def _load_shipped() -> None:
@@ -38,3 +44,17 @@ def _load_shipped() -> None:
 
 _load_shipped()
 _backend.prepare_host()
+
+
+def __getattr__(name: str):
+    # `op_plugin.testing.oracle` after a plain `import op_plugin`: the module is imported on first use,
+    # so `import op_plugin` does not pay for it (importing it sets the attribute, so this runs once).
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.testing")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"testing"})

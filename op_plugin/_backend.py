@@ -22,7 +22,6 @@ Never the tools.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import warnings
@@ -37,6 +36,7 @@ import torch
 
 from . import _simulator
 from ._base.errors import OpPluginError
+from ._base.installed import real_torch_npu
 from ._lowering.install import install_converters, refresh_library_converters
 from ._lowering.numeric_corrections import keep_torchair_lowering
 from ._registry.fake_overrides import warn_replaced_fakes
@@ -173,8 +173,9 @@ def npugraph(gm: torch.fx.GraphModule, example_inputs: list, mode: str | None = 
 
 
 def on_ascend_host() -> bool:
-    """torch_npu is importable and reports an NPU. Never true on a host without CANN."""
-    if importlib.util.find_spec("torch_npu") is None:
+    """The installed torch_npu imports and reports an NPU. Never true on a host without CANN, nor for a
+    folder that merely shares torch_npu's name (`_base.installed`: never imported)."""
+    if not real_torch_npu():
         return False
     from ._simulator.device.torch_npu_facade import is_facade
 
@@ -222,7 +223,7 @@ def _register_npugraph_ex_here() -> None:
 
     # Without torch_npu installed nothing else registers the name (torch_npu's entry point does);
     # looking it up would scan every entry point at import, seconds.
-    if importlib.util.find_spec("torch_npu") is None and "npugraph_ex" not in registry._COMPILER_FNS:
+    if not real_torch_npu() and "npugraph_ex" not in registry._COMPILER_FNS:
         registry.register_backend(npugraph_ex, name="npugraph_ex")
 
 
@@ -243,7 +244,7 @@ def load_torchair_for_host(force_simulator: bool = False) -> tuple[Any, bool]:
         import torchair  # shipped inside torch_npu; importable once torch_npu is
 
         return torchair, False
-    return _simulator.load_torchair(), True
+    return _simulator.load_simulated_torchair(), True
 
 
 def load_torchair() -> Any:
@@ -257,15 +258,23 @@ def load_torchair() -> Any:
     and an executor kernel, now for the YAML loaded so far and at `load_yaml` for later ones. Any
     order of calls works (before or after `load_yaml`, before or after an npugraph compile);
     calling it again returns the same module."""
-    torchair, simulated = load_torchair_for_host()
-    # On the simulator, custom GE types also need an IR prototype and an executor kernel.
-    install_converters(torchair, op_hook=_simulator.lowering_hook if simulated else None)
+    if not on_ascend_host():
+        # the simulator's, set up by the simulator (custom GE types also need an IR prototype and an
+        # executor kernel there); its earlier private loader does the same
+        return _simulator.torchair_with_yaml_ops()
+    torchair, _ = load_torchair_for_host()
+    install_converters(torchair, op_hook=None)
     refresh_library_converters()  # a model library imported since (transformers' MoE ops)
     return torchair
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGraphConfig,
                   force_simulator: bool = False) -> Callable:
+    if any(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in example_inputs):
+        # Meta inputs (shapes only, as for counting a model's sizes): eager answers with meta results from
+        # the Meta functions, and so does this graph, run as it is; nothing is lowered or simulated (a GE
+        # graph has no meta device: the simulator would be handed tensors without data).
+        return gm.forward
     torchair, simulated = load_torchair_for_host(force_simulator)
     warn_replaced_fakes()  # a user's torch.library.register_fake on a YAML op: theirs is used, said once
     if simulated:
@@ -278,7 +287,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
     if config.mode == "aclgraph" and config.dump:
         _warn_once("npugraph: the dump option writes GE graphs; mode 'aclgraph' (npugraph_ex) builds none, "
                    "so nothing is dumped")
-    if config.mode == "aclgraph" and simulated and _virtual_npu_active():
+    if config.mode == "aclgraph" and simulated and _on_the_virtual_npu(example_inputs):
         # The virtual NPU: TorchAir's npugraph_ex mode captures the eager kernels into the virtual NPUGraph
         # (docs/virtual-npu.md), as torch_npu's npugraph_ex backend does on an NPU with its copy of TorchAir.
         compiler_config = torchair.CompilerConfig()
@@ -319,10 +328,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
         return backend(gm, example_inputs)
 
 
-def _virtual_npu_active() -> bool:
+def _on_the_virtual_npu(example_inputs) -> bool:
+    """The virtual NPU is active and the graph's inputs are npu tensors (CPU tensors keep the CPU-host path)."""
     from ._simulator.device.activation import is_active
 
-    return is_active()
+    return is_active() and any(isinstance(t, torch.Tensor) and t.device.type == "npu" for t in example_inputs)
 
 
 def _npugraph_ex_backend() -> Callable:

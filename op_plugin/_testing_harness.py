@@ -131,9 +131,9 @@ def _exact(tensor: torch.Tensor) -> torch.Tensor:
 
 def ge_ir():
     """TorchAir's `ge_ir_pb2` (GraphDef, OpDef...), from the simulator's unpacked wheel."""
-    from ._simulator import load_torchair
+    from ._simulator import load_simulated_torchair
 
-    load_torchair()
+    load_simulated_torchair()
     from torchair._ge_concrete_graph import ge_ir_pb2
 
     return ge_ir_pb2
@@ -563,9 +563,9 @@ def _declared_input(spec, typed_tensor):
 def torchair_declared_cases(target_name: str) -> list[tuple[Callable, list, dict]]:
     """[(target, args, kwargs)] of TorchAir's declared cases for the converter of `target_name`
     (`aten.x.y`), case n's inputs drawn under torch.manual_seed(n)."""
-    from ._simulator import load_torchair
+    from ._simulator import load_simulated_torchair
 
-    load_torchair()
+    load_simulated_torchair()
     from torchair._ge_concrete_graph.fx2ge_converter import _declare_supported_converters
     from torchair._ge_concrete_graph.supported_declaration import _TypedTensor
 

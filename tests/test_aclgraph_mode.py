@@ -57,7 +57,7 @@ def test_dump_option_in_aclgraph_mode_says_nothing_is_dumped(tmp_path):
 
 def test_the_pinned_torchair_deprecates_reduce_overhead_for_npugraph_ex():
     """Why aclgraph no longer asks TorchAir for mode "reduce-overhead" (checked on the real TorchAir)."""
-    torchair = op_plugin._simulator.load_torchair()
+    torchair = op_plugin._simulator.load_simulated_torchair()
     config = torchair.CompilerConfig()
     assert "npugraph_ex" in config.mode.optional
     config.mode = "reduce-overhead"

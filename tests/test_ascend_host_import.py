@@ -18,14 +18,19 @@ def test_import_on_an_ascend_host_installs_the_converters_for_shipped_and_later_
     yaml_path = tmp_path / "later.yaml"
     yaml_path.write_text("ops:\n  - func: npu_user_later(Tensor x) -> Tensor\n"
                          "    outputs: [{size: x.shape, dtype: x}]\n    ge: {type: NpuUserLater}\n")
+    site = tmp_path / "site"  # an installed torch-npu distribution (op_plugin takes no other torch_npu for real)
+    (site / "torch_npu").mkdir(parents=True)
+    (site / "torch_npu" / "__init__.py").write_text("")
+    (site / "torch_npu-2.13.0.dist-info").mkdir()
+    (site / "torch_npu-2.13.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch-npu\n"
+                                                                  "Version: 2.13.0\n")
     out = _run(f"""
-        import importlib.machinery, sys, types
+        import sys, types
         from collections import defaultdict
+        sys.path.insert(0, {str(site)!r})
         import torch
 
-        torch_npu = types.ModuleType("torch_npu")
-        torch_npu.__spec__ = importlib.machinery.ModuleSpec("torch_npu", None)
-        sys.modules["torch_npu"] = torch_npu
+        import torch_npu
         torch.npu = types.SimpleNamespace(is_available=lambda: True)
 
         registered = []

@@ -1,4 +1,6 @@
 """The op-plugin command line: validate, list, demo, and the backend options as flags."""
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +142,108 @@ def test_setup_simulator_unpacks_into_the_folder_it_is_given(tmp_path, monkeypat
     assert main(["setup-simulator", str(tmp_path)]) == 0
     assert seen == [str(tmp_path)]
     assert "op-plugin setup-simulator" in install.INSTALL_HINT
+
+
+def _torch_npu_named(tmp_path, name="npu_scaled_masked_softmax"):
+    path = tmp_path / "clash.yaml"
+    path.write_text(f"ops:\n  - func: {name}(Tensor x) -> Tensor\n    outputs: [{{size: x.shape, dtype: x}}]\n")
+    return path
+
+
+def test_validate_refuses_a_torch_npu_name_as_load_yaml_does(tmp_path, capsys):
+    """Issue 37, item 1: `op-plugin validate` runs load_yaml's checks (one function, `load_problems`): an
+    op named like one of torch_npu's own is refused by both, with the same located message."""
+    import op_plugin
+
+    path = _torch_npu_named(tmp_path)
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err
+    with pytest.raises(op_plugin.YamlSpecError) as refused:
+        op_plugin.load_yaml(path)
+    assert err.strip() == f"error: {refused.value}"
+    assert f"{path}:2: op 'npu_scaled_masked_softmax': field 'func'" in err and "torch_npu's own operators" in err
+
+
+def test_validate_reads_torch_npu_names_from_the_wheel_not_the_process(tmp_path, capsys, monkeypatch):
+    """The clash is decided from the pinned wheel's operator list: the same answer in a process where
+    torch_npu's ops are not defined (here: the dispatcher made to know none), and for a new overload
+    of one of them."""
+    from op_plugin._registry import load
+
+    monkeypatch.setattr(load, "exists_in_dispatcher", lambda spec: False)
+    assert main(["validate", str(_torch_npu_named(tmp_path))]) == 1
+    assert "torch_npu's own operators" in capsys.readouterr().err
+    overload = _torch_npu_named(tmp_path, "npu_rms_norm.mine")
+    assert main(["validate", str(overload)]) == 1
+    assert "may add overloads only to ops it defines itself" in capsys.readouterr().err
+
+
+def test_the_torch_npu_operator_list_is_the_one_the_simulator_defines():
+    """`_spec.names` reads the wheel's operator list below the simulator's layer; it names exactly the
+    ops `_simulator.npu.wheel_meta` reads from the same file to define them on a CPU host."""
+    from op_plugin._base.wheel import simulator_dir
+    from op_plugin._simulator.npu import wheel_meta
+    from op_plugin._spec.names import torch_npu_op_names
+
+    names = torch_npu_op_names()
+    assert names is not None and "npu_rms_norm" in names and "npu_grouped_matmul.List" in names
+    assert names == set(wheel_meta.all_schema_entries(simulator_dir() / "torch_npu"))
+
+
+def test_validate_checks_files_as_successive_loads(tmp_path, capsys):
+    """A later file is checked as load_yaml would check it after the earlier ones: a name defined twice
+    is refused naming the first place; the same file given twice is no second definition."""
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    text = "ops:\n  - func: npu_cli_twice(Tensor x) -> Tensor\n    outputs: [{size: x.shape, dtype: x}]\n"
+    first.write_text(text)
+    second.write_text(text)
+    assert main(["validate", str(first), str(first)]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(first), str(second)]) == 1
+    assert f"npu::npu_cli_twice is already loaded from {first}:2" in capsys.readouterr().err
+
+
+def _cli(*args, env=None, cwd=None):
+    env = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, "-X", "importtime", "-m", "op_plugin.cli", *args], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=cwd)
+
+
+def test_help_version_and_usage_errors_never_import_torch():
+    """Issue 37, item 8: `op-plugin --help`, `--version`, no command or a misspelt one are answered before
+    op_plugin imports torch (op_plugin._cli_entry)."""
+    for args, code in ((["--help"], 0), (["--version"], 0), ([], 2), (["valdate", "x.yaml"], 2)):
+        result = _cli(*args)
+        assert result.returncode == code, (args, result.stderr[-2000:])
+        imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "import time:" in line}
+        assert "torch" not in imported, args
+    assert "validate" in _cli("--help").stdout
+    assert _cli("--version").stdout.startswith("op-plugin ")
+
+
+def test_a_command_prints_its_first_line_before_torch_loads(tmp_path):
+    """`op-plugin COMMAND` says what it is doing before the slow imports, when progress is shown (a terminal,
+    OP_PLUGIN_PROGRESS=1), and nothing of it with OP_PLUGIN_PROGRESS=0."""
+    good = ROOT / "yaml" / "norm_ops.yaml"
+    result = _cli("validate", str(good), env={"OP_PLUGIN_PROGRESS": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stderr.splitlines()
+    first = next(i for i, line in enumerate(lines) if "import time:" not in line)
+    assert lines[first] == "op-plugin validate: loading torch and op_plugin ..."
+    torch_at = next(i for i, line in enumerate(lines) if re.search(r"\|\s+torch(\.|$)", line.rstrip()))
+    assert first < torch_at   # -X importtime lists a module as its import ends: torch's first submodule
+    assert "RuntimeWarning" not in result.stderr   # runpy's, had the CLI module been imported before it runs
+    quiet = _cli("validate", str(good), env={"OP_PLUGIN_PROGRESS": "0"})
+    assert "loading torch" not in quiet.stderr and quiet.stdout.startswith("ok: ")
+    script = subprocess.run([str(Path(sys.executable).parent / "op-plugin"), "validate", str(good)], text=True,
+                            capture_output=True, timeout=300, env=dict(os.environ, OP_PLUGIN_PROGRESS="1"))
+    assert script.stderr.splitlines()[0] == "op-plugin validate: loading torch and op_plugin ...", script.stderr
+
+
+def test_op_plugin_testing_after_a_plain_import():
+    """Issue 37, item 2: `import op_plugin` then `op_plugin.testing.oracle`, as the README writes it; the
+    module is imported on first use, not by `import op_plugin`."""
+    code = ("import sys, op_plugin; before = 'op_plugin.testing' in sys.modules; "
+            "print(before, callable(op_plugin.testing.oracle), 'testing' in dir(op_plugin))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.split() == ["False", "True", "True"], result.stderr[-2000:]

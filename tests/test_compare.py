@@ -177,3 +177,94 @@ def test_wrong_hand_written_converter_is_named(tmp_path):
         unload("npu::npu_ctest_soft_clamp")
         for piece in op_plugin._registry.Piece:
             op_plugin._registry.detach("npu::npu_ctest_soft_clamp", piece)
+
+
+def test_each_op_gets_its_own_row_beside_a_pass_through_expand():
+    """Issue 37, item 4: TorchAir's aten.expand converter returns its input's GE tensor when the sizes
+    already match, and renames it after the expand. The op that computed the tensor keeps its row (its GE
+    node and type); the expand gets a row of its own with no GE op, saying whose value it passes on."""
+    def fn(x, y):
+        return torch.ops.npu.npu_vector_add(x, y).expand(4, 16) + 1
+
+    report = op_plugin.compare(fn, torch.randn(4, 16), torch.randn(4, 16), backward=False)
+    assert report.first_divergent is None, str(report)
+    rows = {row.node: row for row in report.rows}
+    assert {"npu_vector_add", "expand", "add"} <= set(rows), str(report)
+    assert rows["npu_vector_add"].ge_types == ["Add"] and rows["npu_vector_add"].target.startswith("npu.")
+    expand = rows["expand"]
+    assert expand.ge_types == [] and expand.ge_node == rows["npu_vector_add"].ge_node
+    assert "passes on the GE value of npu_vector_add" in expand.note, expand.note
+    assert [r.node for r in report.rows].index("npu_vector_add") < [r.node for r in report.rows].index("expand")
+
+
+NO_BACKWARD_YAML = """\
+ops:
+  - func: npu_ctest_infer_scale(Tensor x, Tensor gamma) -> Tensor
+    outputs: [{size: x.shape, dtype: x}]
+    dtypes: [float32]
+    ge: {type: NpuCtestInferScale}
+"""
+
+NO_BACKWARD_MODEL = """\
+import torch
+import op_plugin
+
+class Model(torch.nn.Module):      # an inference model: parameters, and an op without a backward
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Linear(8, 8)
+        self.gamma = torch.nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        return torch.ops.npu.npu_ctest_infer_scale(self.w(x), self.gamma)
+
+def factory():
+    torch.manual_seed(0)
+    return Model().eval(), (torch.randn(4, 8),)
+"""
+
+
+@pytest.fixture
+def no_backward_model(tmp_path, monkeypatch):
+    from op_plugin._registry.load import unload
+
+    path = tmp_path / "infer_ops.yaml"
+    path.write_text(NO_BACKWARD_YAML)
+    (tmp_path / "ctest_infer_model.py").write_text(NO_BACKWARD_MODEL)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    op_plugin.load_yaml(path)
+    try:
+        op_plugin.reference("npu_ctest_infer_scale")(lambda x, gamma: x * gamma)
+        import ctest_infer_model
+
+        yield ctest_infer_model
+    finally:
+        sys.modules.pop("ctest_infer_model", None)
+        unload("npu::npu_ctest_infer_scale")
+        for piece in op_plugin._registry.Piece:
+            op_plugin._registry.detach("npu::npu_ctest_infer_scale", piece)
+
+
+def test_an_op_without_backward_is_compared_forward_with_a_note(no_backward_model, capsys):
+    """Issue 37, item 3: an inference model (eval, parameters) whose op has no backward: compare compares
+    the forward, skips the backward and says why, naming the fix in the caller's form (the keyword in
+    Python, the flag in the CLI); no autograd traceback is printed. backward=True asks for the backward,
+    so there it is an error, naming the keywords that compare the forward only."""
+    model, inputs = no_backward_model.factory()
+    report = op_plugin.compare(model, *inputs)
+    assert report.first_divergent is None, str(report)
+    assert {row.graph.split()[0] for row in report.rows} == {"forward"}
+    assert any(row.target.startswith("npu.npu_ctest_infer_scale") for row in report.rows)
+    (note,) = report.notes
+    assert "npu::npu_ctest_infer_scale has no backward" in note and "no_grad=True" in note, note
+    assert "backward not compared" in str(report) and json.loads(report.to_json())["notes"] == [note]
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "anomaly" not in err, err[-2000:]
+
+    with pytest.raises(op_plugin.OpPluginError, match=r"backward=None .* or no_grad=True"):
+        op_plugin.compare(model, *inputs, backward=True)
+
+    assert cli_main(["compare", "ctest_infer_model:factory"]) == 0
+    out = capsys.readouterr().out
+    assert "backward not compared" in out and "--no-grad" in out and "no_grad=True" not in out, out

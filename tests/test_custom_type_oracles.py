@@ -373,3 +373,28 @@ def test_a_data_dump_in_a_process_that_also_compiles_with_npugraph(tmp_path, ord
         assert "DUMP ORDER OK" in proc.stdout, proc.stdout[-2000:]
     else:
         assert "REFUSED" in proc.stdout and "ge.exec.enableDump" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_the_no_grad_skip_names_the_option_as_the_caller_gives_it(tmp_path):
+    """Issue 37, item 3's class: what names a fix names it in the caller's form: the backward check skipped
+    for inference says `no_grad=True` to `testing.check_yaml_ops`, `--no-grad` on the command line."""
+    from op_plugin._base.errors import options_given_as
+
+    (tmp_path / "g.yaml").write_text("""\
+ops:
+  - func: npu_h2_form(Tensor x) -> Tensor
+    outputs: [{size: x.shape, dtype: x}]
+    dtypes: [float32]
+    samples: [{x: [float32, [2, 3]]}]
+""")
+    (tmp_path / "g_pieces.py").write_text("import op_plugin\nop_plugin.reference('npu_h2_form')(lambda x: x * 2)\n")
+    pieces = [str(tmp_path / "g_pieces.py")]
+    try:
+        outcomes = testing.check_yaml_ops(tmp_path / "g.yaml", python=pieces, checks=["backward"], no_grad=True)
+        assert [o.detail for o in outcomes] == ["no_grad=True: inference only"], outcomes
+        with options_given_as("cli"):   # as `op-plugin test` runs it (its pieces are attached already)
+            outcomes = testing.check_yaml_ops(tmp_path / "g.yaml", checks=["backward"], no_grad=True)
+        assert [o.detail for o in outcomes] == ["--no-grad: inference only"], outcomes
+    finally:
+        unload("npu_h2_form")
+        _registry.detach("npu_h2_form", _registry.Piece.REFERENCE)

@@ -13,9 +13,9 @@ from op_plugin._tools.declared.pool import run_cases
 
 
 def test_group_arguments_are_the_ops_str_hcom_and_group_arguments():
-    from op_plugin._simulator import load_torchair
+    from op_plugin._simulator import load_simulated_torchair
 
-    load_torchair()  # defines torch_npu's ops on this host
+    load_simulated_torchair()  # defines torch_npu's ops on this host
     assert declared_group.group_arguments(torch.ops.npu.npu_mm_all_reduce_base.default) == ("hcom",)
     assert declared_group.group_arguments(torch.ops.aten.add.Tensor) == ()
     assert not declared_group.needs_group(lambda x: x)

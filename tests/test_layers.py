@@ -116,9 +116,9 @@ def test_install_converters_is_all_or_nothing():
         from op_plugin._lowering import install as lowering
         from op_plugin._registry.library import op_overload
         from op_plugin._registry.op_state import loaded
-        from op_plugin._simulator import load_torchair
+        from op_plugin._simulator import load_simulated_torchair
 
-        torchair = load_torchair()
+        torchair = load_simulated_torchair()
         ops = [st for st in loaded() if st.spec.namespace == "npu"]
         seen = []
 

@@ -17,7 +17,7 @@ def _compile(fn, **options):
 
 
 def _torchair():
-    return op_plugin._simulator.load_torchair()
+    return op_plugin._simulator.load_simulated_torchair()
 
 
 # --- SDPA -------------------------------------------------------------------------------------

@@ -188,8 +188,20 @@ def test_op_without_ge_mapping_fails_with_what_to_add(tmp_path):
     op_plugin.load_yaml(path)
     try:
         f = torch.compile(lambda x: torch.ops.npu.npu_user_nomap(x), backend="npugraph", fullgraph=True)
-        with pytest.raises(Exception, match=r"nomap.yaml:2: op 'npu_user_nomap': field 'ge': .* has no GE mapping"):
+        with pytest.raises(Exception, match=r"nomap.yaml:2: op 'npu_user_nomap': field 'ge': .* has no GE mapping") \
+                as raised:
             f(torch.ones(2))
+        assert "or compile with mode='aclgraph'" in str(raised.value)
+        # issue 37, item 3's class: the fix in the caller's form: the flag of `op-plugin inspect`, and none in
+        # compare, which checks the GE graph (it has no mode)
+        from op_plugin._base.errors import options_given_as
+        from op_plugin._lowering.converters import missing_mapping_converter
+
+        convert = missing_mapping_converter(op_plugin._registry.find("npu_user_nomap").spec)
+        for form, without, said in (("cli", (), "or compile with --mode aclgraph,"), (None, ("mode",), None)):
+            with options_given_as(form, without), pytest.raises(op_plugin.OpPluginError) as refused:
+                convert(torch.ones(2))
+            assert (said in str(refused.value)) if said else "aclgraph" not in str(refused.value), str(refused.value)
     finally:
         unload("npu_user_nomap")
         _registry.detach("npu_user_nomap", "reference")

@@ -72,3 +72,18 @@ def test_wheel_imports_and_registers_shipped_ops(wheel, tmp_path):
                             env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == str(len(list((ROOT / "yaml").glob("*.yaml"))))
+
+
+def test_make_setup_is_never_silent_for_long():
+    """Issue 37, item 8: the first `make demo` spent minutes in quiet pip installs. Each set-up step says
+    what it does before it starts, and the long installs (torch, the project) show pip's progress."""
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("$(STAMP): pyproject.toml Makefile\n", 1)[1].split("\n\n", 1)[0]
+    lines = [line.strip() for line in recipe.splitlines()]
+    installs = [line for line in lines if "pip install" in line and "--upgrade pip" not in line]
+    assert installs and not [line for line in installs if "--quiet" in line], installs
+    steps = [line for line in lines if line.startswith('@echo "setup [')]
+    assert len(steps) >= 5, steps
+    commands = [line for line in lines if line and not line.startswith(("#", "@echo", "||"))]
+    first_echo = lines.index(steps[0])
+    assert lines.index(commands[0]) > first_echo   # a line before the first step's work

@@ -8,17 +8,38 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 TORCH_NPU_VERSION = "2.13.0"
 ENV_VAR = "OP_PLUGIN_SIMULATOR_DIR"
 
 
+class SimulatorDirWarning(UserWarning):
+    """$OP_PLUGIN_SIMULATOR_DIR names something that is not a folder."""
+
+
+_warned: set[str] = set()
+
+
 def simulator_dir() -> Path:
-    """Folder holding the unpacked torch-npu wheel ($OP_PLUGIN_SIMULATOR_DIR overrides)."""
+    """Folder holding the unpacked torch-npu wheel ($OP_PLUGIN_SIMULATOR_DIR overrides). An override that is
+    not a folder is warned about, once per value: without it torch_npu's operators are not defined on a CPU
+    host (torch.ops.npu.npu_rms_norm is then an AttributeError naming neither the variable nor the folder)
+    and npugraph cannot compile; the default folder missing is the normal state before `make setup`."""
     override = os.environ.get(ENV_VAR)
     if override:
-        return Path(override)
+        folder = Path(override)
+        if override not in _warned and not folder.is_dir():
+            _warned.add(override)
+            from .paths import shown
+
+            warnings.warn(f"${ENV_VAR} is '{shown(override)}', which is not a folder: until it names the folder "
+                          "`op-plugin setup-simulator` unpacked the torch-npu wheel into, torch_npu's operators "
+                          "(torch.ops.npu.*) are not defined and npugraph cannot compile on this CPU host; run "
+                          f"`op-plugin setup-simulator '{shown(override)}'`, or unset it for the default folder",
+                          SimulatorDirWarning, stacklevel=2)
+        return folder
     return Path(sys.prefix) / "op-plugin-simulator" / f"torch-npu-{TORCH_NPU_VERSION}"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._base.errors import OpPluginError
+from .._base.errors import OpPluginError, option_fix
 from .._ge.ir import AttrType
 from .._registry.binding import bind
 from .._spec.ge_prototype import ge_outputs
@@ -59,8 +59,9 @@ def _check_unmapped_defaults(spec: OpSpec, bound: dict, unmapped: dict) -> None:
 def missing_mapping_converter(spec: OpSpec) -> Callable:
     """A converter that says what to add, for an op with neither `ge:` nor @op_plugin.converter."""
     def convert(*args, **kwargs):
+        aclgraph = option_fix("mode", "aclgraph")   # as the user gives options; None where the tool lacks it
         raise OpPluginError(f"{spec.field('ge')}: {spec.qualname} has no GE mapping; add `ge:` to its YAML "
-                            f"entry or @op_plugin.converter('{spec.qualname}'), or compile with "
-                            "mode='aclgraph', which needs only the Meta function")
+                            f"entry or @op_plugin.converter('{spec.qualname}')"
+                            + (f", or compile with {aclgraph}, which needs only the Meta function" if aclgraph else ""))
 
     return convert

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .._base.errors import MissingImplementationError, OpPluginError
+from .._base.errors import MissingBackwardError, MissingImplementationError, NoBackwardError
 from .._base.handles import RegistrationHandle
 from .._spec.model import OpSpec
 from .aclnn_kernel import aclnn_kernel
@@ -75,7 +75,8 @@ def _register_op(lib: torch.library.Library, spec: OpSpec) -> None:
 
 
 def _missing(spec: OpSpec, what: str, how: str) -> MissingImplementationError:
-    return MissingImplementationError(f"{spec.location}: {spec.qualname} has no {what}; {how}")
+    error = MissingBackwardError if what == "backward" else MissingImplementationError
+    return error(f"{spec.location}: {spec.qualname} has no {what}; {how}")
 
 
 def _eager_kernel(spec: OpSpec) -> Callable:
@@ -142,7 +143,7 @@ def _inplace_autograd_kernel(spec: OpSpec) -> Callable:
             isinstance(t, torch.Tensor) and t.requires_grad
             for t in torch.utils._pytree.tree_leaves((args, kwargs))
         ):
-            raise OpPluginError(f"{spec.qualname} is an in-place op and has no gradient; call it under "
+            raise NoBackwardError(f"{spec.qualname} is an in-place op and has no gradient; call it under "
                                 "torch.no_grad() or on tensors that do not require grad")
         with torch._C._AutoDispatchBelowAutograd():
             return _redispatch(spec, keyset & torch._C._after_autograd_keyset, args, kwargs)

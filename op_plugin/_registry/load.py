@@ -14,6 +14,7 @@ from .._base.handles import RegistrationHandle
 from .._ge.builtin_prototypes import builtin_prototype
 from .._spec.ge_prototype import ir_prototype
 from .._spec.model import OpSpec
+from .._spec.names import torch_npu_clash
 from .._spec.parse import parse_document
 from .._spec.yaml_source import read_located
 from .library import exists_in_dispatcher, register_library
@@ -116,8 +117,40 @@ def add_load_hook(hook: Callable[[OpState], None]) -> RegistrationHandle:
 
 
 def parse_yaml(path: str | Path) -> tuple[OpSpec, ...]:
-    """Validate a YAML file without registering anything (`op-plugin validate`)."""
+    """Read and validate a YAML file on its own (its syntax, schemas, fields), registering nothing;
+    `check_yaml` adds the checks against what is already loaded and defined."""
     return parse_document(read_located(path))
+
+
+def check_yaml(path: str | Path, earlier: Sequence[OpSpec] = ()) -> tuple[tuple[OpSpec, ...], list[YamlSpecError]]:
+    """Every check `load_yaml(path)` makes before it registers anything, registering nothing
+    (`op-plugin validate`): the file's specs and the reasons `load_yaml` would refuse them here (empty:
+    it would load them). A file whose specs are invalid raises YamlSpecError, as `load_yaml` does;
+    `earlier`: the ops of files to count as loaded before this one (validate's earlier arguments)."""
+    if _loaded_before(path) is not None:
+        return parse_yaml(path), []   # loading it again is a no-op
+    specs = parse_yaml(path)
+    return specs, load_problems(specs, earlier)
+
+
+def load_problems(specs: Sequence[OpSpec], earlier: Sequence[OpSpec] = ()) -> list[YamlSpecError]:
+    """Why `load_yaml` would refuse one file's (parsed) ops in this process, in the order it checks
+    (it raises the first; `op-plugin validate` reports them all): a name loaded from another file (or
+    from `earlier`), one of torch_npu's own operators (the pinned wheel's operator list, whether or
+    not this process defined them) or defined by another library, an overload of an op defined
+    elsewhere, one GE type declared with two prototypes, a custom GE type claimed by two ops."""
+    specs = tuple(specs)
+    already_loaded = [st.spec for st in loaded()] + list(earlier)
+    problems: list[YamlSpecError] = []
+    for index, spec in enumerate(specs):
+        before = already_loaded + list(specs[:index])
+        for check, arguments in ((_check_new, (spec, specs, earlier)), (_check_ge_prototype, (spec, before)),
+                                 (_check_custom_type_owner, (spec, before))):
+            try:
+                check(*arguments)
+            except YamlSpecError as problem:
+                problems.append(problem)
+    return problems
 
 
 def load_yaml(path: str | Path) -> LoadedOps:
@@ -134,11 +167,9 @@ def load_yaml(path: str | Path) -> LoadedOps:
     if again is not None:
         return LoadedOps(again)
     specs = parse_yaml(path)
-    already_loaded = [st.spec for st in loaded()]
-    for index, spec in enumerate(specs):
-        _check_new(spec, specs)
-        _check_ge_prototype(spec, already_loaded + list(specs[:index]))
-        _check_custom_type_owner(spec, already_loaded + list(specs[:index]))
+    problems = load_problems(specs)
+    if problems:
+        raise problems[0]
     library = register_library(specs)
     registered: list[OpState] = []
     try:
@@ -265,12 +296,16 @@ def _describe(prototype) -> str:
     return f"inputs [{names(prototype.inputs)}], attrs [{names(prototype.attrs)}], outputs [{names(prototype.outputs)}]"
 
 
-def _check_new(spec: OpSpec, file_specs: tuple[OpSpec, ...]) -> None:
+def _check_new(spec: OpSpec, file_specs: tuple[OpSpec, ...], earlier: Sequence[OpSpec] = ()) -> None:
     existing = find(spec.qualname)
     location = spec.field("func")
-    if existing is not None and existing.spec is not None:
-        first = existing.spec.location
+    first = (existing.spec.location if existing is not None and existing.spec is not None
+             else next((o.location for o in earlier if o.qualname == spec.qualname), None))
+    if first is not None:
         raise YamlSpecError(location, f"{spec.qualname} is already loaded from {first.file_line}")
+    clash = torch_npu_clash(spec.namespace, spec.name, spec.schema.overload)
+    if clash:  # from the wheel's operator list: the same answer whether or not this process defined them
+        raise YamlSpecError(location, clash)
     if exists_in_dispatcher(spec):
         raise YamlSpecError(location, f"{spec.qualname} already exists in the '{spec.namespace}' namespace "
                             "(defined by torch_npu or another library); choose another name")

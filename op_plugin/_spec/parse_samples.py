@@ -1,12 +1,47 @@
-"""The `samples:` field of a YAML op: inputs for generated tests, checked against the schema and `dims:`."""
+"""The `samples:` field of a YAML op: inputs for generated tests, checked against the schema and `dims:`.
+
+A sample's tensors are built in full (`op-plugin test`, `op_plugin.testing`), so their size is bounded before
+anything is allocated: together at most MAX_SAMPLE_ELEMENTS elements and MAX_SAMPLE_BYTES bytes, checked
+here at the `dims:` sizes (a located error naming the field where the total passes the limit) and again
+by `SampleCase.inputs` at the sizes of each call (the dynamic check's variants are a little larger).
+"""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .dtypes import DTYPES, is_dtype_name
 from .model import SampleValue, Sample, TensorSample
 from .op_parser import OpParser
 from .schema import Arg, ArgKind, Schema
+
+
+# The most a sample's tensors may hold together: enough for any op test (a [64, 1024, 1024] float32 tensor),
+# far below what would exhaust a host (a [100000, 100000, 100000] float32 sample asked for 4e15 bytes).
+MAX_SAMPLE_ELEMENTS = 1 << 26
+MAX_SAMPLE_BYTES = 1 << 28  # 256 MiB
+
+
+def sample_size_problem(values, sizes: dict[str, int]) -> tuple[str, str] | None:
+    """(field suffix, message) when the tensors among `values` (SampleValue records) would hold more than the
+    limits at `sizes` (dim name -> size), naming the tensor at which the running total passes it; else None."""
+    elements = total_bytes = 0
+    for arg, value in values:
+        tensors = [(f".{arg}", value)] if isinstance(value, TensorSample) else [
+            (f".{arg}[{i}]", v) for i, v in enumerate(value)
+            if isinstance(v, TensorSample)] if isinstance(value, tuple) else []
+        for suffix, tensor in tensors:
+            shape = [sizes.get(d, 0) if isinstance(d, str) else d for d in tensor.shape]
+            count = math.prod(shape)
+            elements += count
+            total_bytes += count * tensor.dtype.itemsize
+            if elements > MAX_SAMPLE_ELEMENTS or total_bytes > MAX_SAMPLE_BYTES:
+                dtype = str(tensor.dtype).replace("torch.", "")
+                return suffix, (f"{dtype} {shape} brings the sample's tensors to {elements} elements "
+                                f"({total_bytes} bytes); a sample may hold at most {MAX_SAMPLE_ELEMENTS} elements "
+                                f"and {MAX_SAMPLE_BYTES} bytes (256 MiB) in all, since its tensors are built in "
+                                "full: use smaller sizes (the checks need no large ones)")
+    return None
 
 
 def parse_samples(p: OpParser, schema: Schema, dims: dict[str, int], raw: Any) -> tuple[Sample, ...]:
@@ -28,7 +63,11 @@ def parse_samples(p: OpParser, schema: Schema, dims: dict[str, int], raw: Any) -
                 continue
             values.append(SampleValue(arg.name, _parse_sample_value(p, sub + (arg.name,), f"{field}.{arg.name}",
                                                          arg, dims, item[arg.name])))
-        samples.append(Sample(tuple(values), p.doc.location(sub, p.op, field)))
+        too_big = sample_size_problem(values, dims)
+        if too_big is not None:
+            suffix, message = too_big
+            raise p.fail(sub + (suffix.lstrip(".").split("[")[0],), field + suffix, message)
+        samples.append(Sample(tuple(values), p.doc.location(p.path + sub, p.op, field)))
     return tuple(samples)
 
 

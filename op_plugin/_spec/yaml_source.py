@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from .._base.errors import Location, YamlSpecError
+from .._base.paths import special_kind
 
 Path_ = tuple  # a path into the document: keys and list indices
 # Bounds that keep a hostile or broken file cheap to reject; a real op file is far inside them.
@@ -64,8 +65,7 @@ def _read_bounded(file: str) -> bytes:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket or other special file")
+            kind = "a directory" if stat.S_ISDIR(mode) else special_kind(mode)
             raise YamlSpecError(Location(file, 1), f"the path is {kind}, not a regular file; op YAML files are read "
                                 "from regular files")
         if hasattr(os, "set_blocking"):

@@ -6,11 +6,11 @@
 import os
 import time
 
-from op_plugin._simulator import load_torchair
+from op_plugin._simulator import load_simulated_torchair
 from op_plugin._simulator.interpreter import registry
 from op_plugin._tools.declared.cases import plant_case
 
-load_torchair()
+load_simulated_torchair()
 from torchair._ge_concrete_graph.supported_declaration import F32  # noqa: E402  importable only after load_torchair
 
 if os.environ.get("OP_PLUGIN_DECLARED_CASES_WORKER"):  # never in the process that only lists the cases

@@ -5,10 +5,10 @@ import functools
 
 import torch
 
-from op_plugin._simulator import load_torchair
+from op_plugin._simulator import load_simulated_torchair
 from op_plugin._tools.declared.cases import plant_case
 
-load_torchair()
+load_simulated_torchair()
 from torchair._ge_concrete_graph.supported_declaration import F32  # noqa: E402  importable only after load_torchair
 
 _fragment = torch.library.Library("declsetup", "FRAGMENT")

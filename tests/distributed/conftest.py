@@ -4,7 +4,9 @@ cases of the session, each case under a hard timeout.
 A case is a module-level function of a test module, `case(*args) -> value`, run on every rank of a
 group (`ranks(n).run(case, *args)` returns the value of each rank, in rank order); it finds its
 rank with `torch.distributed.get_rank()`. Each rank process imports op_plugin, then initialises
-gloo (the order a user script has), and resets dynamo before each case. A case that raises on any
+gloo (the order a user script has), and resets dynamo before each case. A rank process ends with the
+process that started it (`op_plugin._base.processes.die_with_parent`), so no rank outlives an
+interrupted or killed pytest. A case that raises on any
 rank fails the test with that rank's traceback; a case that does not finish within its timeout
 kills the group's processes (which this fixture started, by their handles) and fails; a later case
 starts a new group. Collective waits inside the ranks are bounded by $OP_PLUGIN_COLLECTIVE_TIMEOUT,
@@ -38,8 +40,12 @@ _OPT_IN = "OP_PLUGIN_DISTRIBUTED_TESTS"
 
 # ---- the rank process -------------------------------------------------------------------------------
 
-def _serve(rank: int, world: int, port: int, tasks, results) -> None:
-    """A rank: join the gloo group, then run cases from `tasks` until told to stop (None)."""
+def _serve(rank: int, world: int, port: int, tasks, results, parent: int | None = None) -> None:
+    """A rank: join the gloo group, then run cases from `tasks` until told to stop (None). It ends when the
+    process that started it ends, however that ends (SIGTERM, SIGINT, SIGHUP, a timeout's SIGKILL)."""
+    from op_plugin._base.processes import die_with_parent
+
+    die_with_parent(parent)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
                       OP_PLUGIN_COLLECTIVE_TIMEOUT=COLLECTIVE_TIMEOUT)
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
@@ -76,7 +82,7 @@ def _serve(rank: int, world: int, port: int, tasks, results) -> None:
 
 
 if __name__ == "__rank_worker__":
-    _serve(RANK, WORLD, PORT, TASKS, RESULTS)  # noqa: F821  (given by runpy.run_path's init_globals)
+    _serve(RANK, WORLD, PORT, TASKS, RESULTS, PARENT)  # noqa: F821  (given by runpy.run_path's init_globals)
 
 
 # ---- the parent (pytest) side -----------------------------------------------------------------------
@@ -103,7 +109,8 @@ class RankGroup:
         self.tasks = [context.Queue() for _ in range(world)]
         self.processes = []
         for rank in range(world):
-            init = {"RANK": rank, "WORLD": world, "PORT": port, "TASKS": self.tasks[rank], "RESULTS": self.results}
+            init = {"RANK": rank, "WORLD": world, "PORT": port, "TASKS": self.tasks[rank], "RESULTS": self.results,
+                    "PARENT": os.getpid()}
             process = context.Process(target=runpy.run_path, args=(str(Path(__file__)),),
                                       kwargs={"init_globals": init, "run_name": "__rank_worker__"},
                                       name=f"distributed-rank-{rank}", daemon=True)
@@ -118,17 +125,18 @@ class RankGroup:
     def alive(self) -> bool:
         return all(process.is_alive() for process in self.processes)
 
-    def run(self, case, *args, timeout: float = CASE_TIMEOUT) -> list:
-        """Run `case(*args)` on every rank; its value on each rank, in rank order."""
+    def run(self, case, *args, timeout: float = CASE_TIMEOUT, grace: float = 10.0) -> list:
+        """Run `case(*args)` on every rank; its value on each rank, in rank order. After a rank fails the others
+        get `grace` seconds to answer."""
         self._next_case += 1
         case_id = self._next_case
         path = str(Path(case.__code__.co_filename).resolve())
         for tasks in self.tasks:
             tasks.put((case_id, path, case.__name__, args))
-        values = self._collect(case_id, timeout, f"case {case.__name__}{args}")
+        values = self._collect(case_id, timeout, f"case {case.__name__}{args}", grace)
         return [values[rank] for rank in range(self.world)]
 
-    def _collect(self, case_id, timeout: float, what: str) -> dict:
+    def _collect(self, case_id, timeout: float, what: str, grace_seconds: float = 10.0) -> dict:
         deadline = time.monotonic() + timeout
         values, errors = {}, {}
         grace = None  # after the first error the others get a short while to report
@@ -144,13 +152,13 @@ class RankGroup:
                     if rank not in values and rank not in errors:
                         errors[rank] = f"the rank process exited (exit code {self.processes[rank].exitcode})"
                 if errors and grace is None:
-                    grace = time.monotonic() + 10.0
+                    grace = time.monotonic() + grace_seconds
                 continue
             if got_id != case_id and status != "ready":
                 continue  # a late answer to a case that already failed
             if status == "error":
                 errors[rank] = value
-                grace = grace or time.monotonic() + 10.0
+                grace = grace or time.monotonic() + grace_seconds
             else:
                 values[rank] = value
         if len(values) == self.world:
@@ -159,7 +167,7 @@ class RankGroup:
         silent = sorted(set(range(self.world)) - set(values) - set(errors))
         report = [f"{what} failed on {len(errors)} rank(s) of {self.world}"]
         if silent:
-            waited = f"{timeout:g} s" if not errors else "10 s after the first error"
+            waited = f"{timeout:g} s" if not errors else f"{grace_seconds:g} s after the first error"
             report.append(f"rank(s) {silent} gave no answer within {waited} (killed)")
         report += [f"--- rank {rank} ---\n{text}" for rank, text in sorted(errors.items())]
         pytest.fail("\n".join(report), pytrace=False)

@@ -6,13 +6,13 @@ op_plugin._testing_harness (a test module never imports another module of tests/
 import pytest
 import torch
 
-from op_plugin._simulator import load_torchair
+from op_plugin._simulator import load_simulated_torchair
 from op_plugin._testing_harness import GraphBuilder
 
 
 @pytest.fixture(scope="session")
 def torchair():
-    return load_torchair()
+    return load_simulated_torchair()
 
 
 @pytest.fixture(scope="session")

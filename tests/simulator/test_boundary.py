@@ -29,13 +29,13 @@ def test_load_torchair_in_a_fresh_process():
         import torch
         logger_class_before = logging.getLoggerClass()
         sigint_before = signal.getsignal(signal.SIGINT)
-        from op_plugin._simulator import load_torchair
-        torchair = load_torchair()
-        again = load_torchair()
+        from op_plugin._simulator import load_simulated_torchair
+        torchair = load_simulated_torchair()
+        again = load_simulated_torchair()
         import torchair as imported
         native = sys.modules["torchair.core._torchair"]
         try:
-            native.AclmdlSetDump
+            native.AclopStartDumpArgs
             unknown = "no error"
         except AttributeError as error:
             unknown = str(error)
@@ -57,7 +57,7 @@ def test_load_torchair_in_a_fresh_process():
     assert report["same"] is True
     assert report["torch_npu"] == []
     assert report["torch_ok"] == [2.0, 2.0]
-    assert "AclmdlSetDump" in report["unknown"] and "CPU simulator" in report["unknown"]
+    assert "AclopStartDumpArgs" in report["unknown"] and "CPU simulator" in report["unknown"]
     assert report["logger_class_restored"] is True
     assert report["sigint_restored"] is True
     assert report["torchair_handlers_on_stderr"] and all(report["torchair_handlers_on_stderr"])
@@ -70,10 +70,10 @@ def test_simulator_unavailable_names_the_install_command(tmp_path):
     result = _run(
         """
         import sys
-        from op_plugin._simulator import SimulatorUnavailable, load_torchair
+        from op_plugin._simulator import SimulatorUnavailable, load_simulated_torchair
         assert issubclass(SimulatorUnavailable, RuntimeError)
         try:
-            load_torchair()
+            load_simulated_torchair()
         except SimulatorUnavailable as error:
             print(repr(str(error)))
             print("torchair" in sys.modules)

@@ -45,7 +45,7 @@ def test_grouped_matmul_lowers_through_torchairs_own_converter():
     want = torch.stack([_product(x[r], w[rows[r]]) for r in range(6)]).float()
     assert_close(run.got, want, "npu_ops")
     assert "torch_npu" not in sys.modules
-    assert builtins.__import__ is not converter_torch_npu._import  # the hook is gone after the compile
+    assert not converter_torch_npu.is_layer(builtins.__import__)  # the hook is gone after the compile
 
 
 def test_init_routing_v2_reads_torch_npu_hifloat8_while_lowering():
@@ -134,3 +134,72 @@ def test_only_converter_functions_on_the_calling_thread_are_served():
         thread.start()
         thread.join()
     assert other_thread == ["not served"]
+
+
+@pytest.mark.parametrize("removal", ["restores-what-it-wrapped", "restores-python-import", "during-the-call"])
+def test_a_hook_installed_over_ours_and_removed_by_its_owner_leaves_the_stand_in_working(removal):
+    """Another import hook installed while a converter runs wraps ours; however its owner removes it later
+    (putting back what it wrapped, or Python's own import it saved earlier), converters still get the
+    stand-in on every later call, and nothing of ours stays in builtins.__import__ once calls end. (The
+    hook was once left out for the rest of the process when its owner restored Python's import.)"""
+    from op_plugin._simulator.hosting.converter_torch_npu import converter_call, is_layer
+
+    probe = _probe("def probe():\n    import torch_npu\n    return torch_npu.hifloat8\n")
+    python_import = builtins.__import__
+    seen = []
+
+    def foreign_hook(wrapped):
+        def hook(name, *args, **kwargs):
+            seen.append(name)
+            return wrapped(name, *args, **kwargs)
+        return hook
+
+    try:
+        with converter_call():
+            wrapped = builtins.__import__
+            builtins.__import__ = foreign_hook(wrapped)
+            assert probe() == 290
+            if removal == "during-the-call":
+                builtins.__import__ = wrapped
+        assert "torch_npu" in seen or removal == "during-the-call"
+        if removal == "restores-what-it-wrapped":
+            builtins.__import__ = wrapped
+        elif removal == "restores-python-import":
+            builtins.__import__ = python_import
+        for _ in range(2):
+            with converter_call():
+                assert probe() == 290
+            assert not is_layer(builtins.__import__)
+            with pytest.raises(ModuleNotFoundError):
+                probe()  # outside a call: Python's own import
+        assert "torch_npu" not in sys.modules
+    finally:
+        builtins.__import__ = python_import
+
+
+def test_a_hook_that_stays_over_ours_keeps_both_working():
+    from op_plugin._simulator.hosting.converter_torch_npu import converter_call, is_layer
+
+    probe = _probe("def probe():\n    import torch_npu\n    return torch_npu.hifloat8\n")
+    python_import = builtins.__import__
+    seen = []
+
+    def hook(name, *args, **kwargs):
+        seen.append(name)
+        return wrapped(name, *args, **kwargs)
+
+    try:
+        with converter_call():
+            wrapped = builtins.__import__
+            builtins.__import__ = hook
+        for _ in range(2):
+            with converter_call():
+                assert probe() == 290
+            assert builtins.__import__ is hook  # theirs stays on top; ours passes through beneath it
+            import json  # noqa: F401  (any import still reaches their hook)
+            assert seen[-1] == "json"
+            with pytest.raises(ModuleNotFoundError):
+                probe()
+        assert not is_layer(python_import)
+    finally:
+        builtins.__import__ = python_import

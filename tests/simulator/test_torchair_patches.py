@@ -12,7 +12,7 @@ def test_after_an_npugraph_compile_torch_keeps_its_own_decompositions_and_meta_k
         from torch._subclasses import fake_tensor
         from torch.fx.experimental.proxy_tensor import make_fx
         import op_plugin
-        from op_plugin._simulator import load_torchair
+        from op_plugin._simulator import load_simulated_torchair
 
         aten = torch.ops.aten
         ops = [aten.native_dropout.default, aten.native_dropout_backward.default,

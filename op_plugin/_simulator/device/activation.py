@@ -1,21 +1,19 @@
 """Bringing the virtual NPU up in this process: `should_activate()` and `activate()`.
 
-`should_activate()`: `OP_PLUGIN_VIRTUAL_NPU` is "1" and the real torch_npu is not importable (its
-spec is not found: an Ascend host's torch_npu registers its own device). `activate()` (once per
-process): loads the built C++ part (`native.load_native`, which names `make setup` when it is
-missing), sets the device count (`OP_PLUGIN_VIRTUAL_NPU_COUNT`, default 8), renames PrivateUse1
-to `npu`, registers `torch.npu` (`npu_module`), generates `.npu()`, `is_npu` and the Module and
-Storage methods, registers the hooks and the Python side of the fallback (`fallback`: PrivateUse1 kernels for
-the aten ops that run GE kernels and for torch_npu's ops; the boxed fallback itself comes with the C++ part),
-the kernels of ops torch sends only to device backends (`device_only_ops`: convolution, the fused RNN
-cells), autocast for npu (`amp`), makes `import torch_npu` give the façade (`torch_npu_facade`) and registers the
-"hccl" process-group backend for npu (`hccl`).
+`should_activate()`: `OP_PLUGIN_VIRTUAL_NPU` is "1" and the real torch_npu is not importable (no installed torch-npu
+distribution's torch_npu is found: an Ascend host's torch_npu registers its own device). `activate()` (once per
+process): loads the built C++ part (`native.load_native`, which names `make setup` when it is missing), sets the
+device count (`OP_PLUGIN_VIRTUAL_NPU_COUNT`, default 8), renames PrivateUse1 to `npu`, registers `torch.npu`
+(`npu_module`), generates `.npu()`, `is_npu` and the Module and Storage methods, registers the hooks and the Python
+side of the fallback (`fallback`: PrivateUse1 kernels for the aten ops that run GE kernels and for torch_npu's ops;
+the boxed fallback itself comes with the C++ part), the kernels of ops torch sends only to device backends
+(`device_only_ops`: convolution, the fused RNN cells), autocast for npu (`amp`), makes `import torch_npu` give the
+façade (`torch_npu_facade`) and registers the "hccl" process-group backend for npu (`hccl`).
 op_plugin (imported first, by the import of this module) has defined torch_npu's ops by then: the
 façade is never visible to op_plugin's own `find_spec("torch_npu")` checks.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 
 ENV_VAR = "OP_PLUGIN_VIRTUAL_NPU"
@@ -25,7 +23,11 @@ _ACTIVE = False
 
 
 def should_activate() -> bool:
-    return os.environ.get(ENV_VAR) == "1" and importlib.util.find_spec("torch_npu") is None
+    """The variable is "1" and no installed torch-npu is importable (`_base.installed`: a folder that merely
+    shares torch_npu's name does not count)."""
+    from ..._base.installed import real_torch_npu
+
+    return os.environ.get(ENV_VAR) == "1" and not real_torch_npu()
 
 
 def is_active() -> bool:

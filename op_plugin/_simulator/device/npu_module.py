@@ -43,6 +43,7 @@ from .streams import stream as stream
 from .torchair_branches import _get_deterministic_level as _get_deterministic_level
 from .torchair_branches import conv as conv
 from .torchair_branches import matmul as matmul
+from .torchair_branches import memory_snapshot as memory_snapshot
 from .torchair_branches import set_deterministic_level as set_deterministic_level
 
 SOC_VAR = "OP_PLUGIN_VIRTUAL_NPU_SOC"

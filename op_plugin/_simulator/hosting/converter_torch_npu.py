@@ -14,10 +14,12 @@ one of its submodules executed inside a *function* of a module under ``CONVERTER
 CPU-host stand-in (``npu/torch_npu_standin.py``, the one the wheel-Meta reader uses): the dtype
 constants, the CANN version queries (8.5.0) and nothing else; any other name (``torch_npu.npu.NPUGraph``
 of a reduce-overhead branch) raises an error naming it. Every other import, on any thread, is
-Python's own: the hook is ``builtins.__import__``, installed only while some thread is inside a
-converter call, and it serves only that thread. ``torch_npu`` never enters ``sys.modules`` (op_plugin
+Python's own: the hook is a layer over ``builtins.__import__``, put on top only while some thread is
+inside a converter call (and again at the next call if another hook took its place), and it serves
+only that thread. ``torch_npu`` never enters ``sys.modules`` (op_plugin
 decides "Ascend host" by ``"torch_npu" in sys.modules``), and a module-level ``import torch_npu``
 (a module imported during the call) is not served, so no module keeps the stand-in as a global.
+Not a ``sys.meta_path`` finder: the import system puts what a finder loads into ``sys.modules``.
 """
 from __future__ import annotations
 
@@ -33,33 +35,57 @@ CONVERTER_PACKAGE = "torchair._ge_concrete_graph.ge_converter"
 
 _lock = threading.Lock()
 _this_thread = threading.local()  # .depth: converter calls this thread is inside
-_threads_inside = 0               # the hook is installed while > 0
-_python_import = builtins.__import__
-_left_in_chain = False            # another hook was installed over ours: ours stays, passing through
+_threads_inside = 0               # a layer of ours is on top of builtins.__import__ while > 0
+_installed = None                 # the layer this module put on top for the current calls, if any
 
 
 def _importer_is_a_converter_function(importer_globals) -> bool:
     name = (importer_globals or {}).get("__name__") or ""
     if not name.startswith(CONVERTER_PACKAGE + "."):
         return False
-    frame = sys._getframe(2)
+    frame = sys._getframe(3)
     while frame is not None and frame.f_globals is not importer_globals:  # past hooks stacked over ours
         frame = frame.f_back
     return frame is not None and frame.f_code.co_name != "<module>"  # the import runs inside a function
 
 
-def _import(name, globals=None, locals=None, fromlist=(), level=0):
-    if (level == 0 and (name == "torch_npu" or name.startswith("torch_npu."))
+def _serves(name, globals, level) -> bool:
+    return (level == 0 and (name == "torch_npu" or name.startswith("torch_npu."))
             and getattr(_this_thread, "depth", 0) and "torch_npu" not in sys.modules
-            and _importer_is_a_converter_function(globals)):
-        return standin.resolve(name) if fromlist else standin.TORCH_NPU
-    return _python_import(name, globals, locals, fromlist, level)
+            and _importer_is_a_converter_function(globals))
+
+
+def _layer(below):
+    """A hook over `below` (the `builtins.__import__` it was installed on): the stand-in for converter
+    functions during a call, `below` for everything else. Each layer keeps its own `below`, so a layer
+    another hook has wrapped (and that stays in its chain after our calls end) passes through to what
+    was under it, whatever is installed later; no layer ever calls another layer's `below`."""
+
+    def _import(name, globals=None, locals=None, fromlist=(), level=0):
+        if _serves(name, globals, level):
+            return standin.resolve(name) if fromlist else standin.TORCH_NPU
+        return below(name, globals, locals, fromlist, level)
+
+    _import.op_plugin_converter_layer = True
+    _import.below = below
+    return _import
+
+
+def is_layer(hook) -> bool:
+    """`hook` is one of this module's import layers."""
+    return getattr(hook, "op_plugin_converter_layer", False)
 
 
 @contextlib.contextmanager
 def converter_call():
-    """The stand-in answers ``import torch_npu`` in TorchAir's converter functions on this thread."""
-    global _threads_inside, _python_import, _left_in_chain
+    """The stand-in answers ``import torch_npu`` in TorchAir's converter functions on this thread.
+
+    On the first thread to enter, a layer of ours goes on top of whatever ``builtins.__import__`` is
+    then (unless a layer of ours is already there); on the last to leave it comes off, if it is still on
+    top. Another hook installed over it meanwhile keeps it in its chain (unhooking ours would drop
+    theirs); the next call checks the top again, so a hook removed by its owner later, however it
+    restores ``builtins.__import__``, never leaves converters without the stand-in."""
+    global _threads_inside, _installed
     depth = getattr(_this_thread, "depth", 0)
     if depth:  # nested: a node lowered inside another's lowering
         _this_thread.depth = depth + 1
@@ -69,9 +95,11 @@ def converter_call():
             _this_thread.depth = depth
         return
     with _lock:
-        if _threads_inside == 0 and builtins.__import__ is not _import and not _left_in_chain:
-            _python_import = builtins.__import__
-            builtins.__import__ = _import
+        current = builtins.__import__
+        if not is_layer(current):
+            _installed = builtins.__import__ = _layer(current)
+        elif _threads_inside == 0:  # ours, left in another hook's chain and put back by its owner: taken off at the end
+            _installed = current
         _threads_inside += 1
     _this_thread.depth = 1
     try:
@@ -81,10 +109,9 @@ def converter_call():
         with _lock:
             _threads_inside -= 1
             if _threads_inside == 0:
-                if builtins.__import__ is _import:
-                    builtins.__import__ = _python_import
-                else:  # someone hooked imports over ours meanwhile: unhooking would drop theirs
-                    _left_in_chain = True
+                if _installed is not None and builtins.__import__ is _installed:
+                    builtins.__import__ = _installed.below
+                _installed = None  # else: another hook is over ours and keeps it in its chain (passing through)
 
 
 def install(torchair) -> None:

@@ -75,6 +75,8 @@ def reference_ge_kernel(spec: OpSpec) -> Callable:
     promised = _MetaPromise(spec)
     returned = {spec.schema.aliased_arg(r).name for r in spec.schema.returns if r.alias_set}
     mutated_not_returned = [a.name for a in spec.schema.args if a.mutated and a.name not in returned]
+    mutated_args = [a.name for a in spec.schema.args if a.mutated]
+    read_only_args = [a.name for a in spec.schema.args if not a.mutated]
 
     def kernel(*, node, **named) -> list:
         # The interpreter binds the node to this op's prototype: every GE input arrives by its
@@ -88,13 +90,49 @@ def reference_ge_kernel(spec: OpSpec) -> Callable:
         # Bound by name: an argument without a GE attr takes its schema default (the converter has
         # refused any other value), so later arguments never shift into its place.
         args, kwargs, _ = bind(spec, (), by_arg)
+        read_only = _read_only_tensors(by_arg, read_only_args, mutated_args)
+        versions = [t._version for _, t in read_only]
         with torch.no_grad():
             result = st.reference(*args, **kwargs)
+        _check_read_only(spec, node, read_only, versions)
         results = _as_list(result)
         _check_against_meta(spec, node, results, promised(args, kwargs))
         return (results + [by_arg[name] for name in mutated_not_returned])[:n_outputs]
 
     return kernel
+
+
+def _read_only_tensors(by_arg: dict, read_only: list, mutated: list) -> list:
+    """(argument name, tensor) for every tensor the schema declares read-only (a tensor list's items too),
+    but those sharing memory with a declared write (the same tensor passed for both)."""
+    written = {_storage(t) for name in mutated for t in _tensors(by_arg.get(name))}
+    return [(name, t) for name in read_only for t in _tensors(by_arg.get(name))
+            if _storage(t) not in written and not t.is_inference()]  # inference tensors count no versions
+
+
+def _tensors(value) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _storage(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr() if tensor.numel() else id(tensor)
+
+
+def _check_read_only(spec: OpSpec, node, read_only: list, versions: list) -> None:
+    """A reference kernel that writes an argument its schema declares read-only (`w.add_(1)` on `Tensor w`)
+    is refused, naming the op, the node and the argument: in a graph that argument may be a value the plan
+    keeps between calls (a constant), or one other nodes read after this one."""
+    for (name, tensor), version in zip(read_only, versions, strict=True):
+        if tensor._version != version:
+            raise GeExecutionError(
+                f"node '{node.name}' ({node.type}): the reference kernel of {spec.qualname} wrote into argument "
+                f"'{name}', which the schema declares read-only (`Tensor {name}`; a write is declared "
+                f"`Tensor(a!) {name}`). Write into a copy ({name}.clone()) or declare the write; eagerly, "
+                "`op-plugin test` reports it as opcheck's test_schema")
 
 
 def _as_list(result) -> list:

@@ -21,12 +21,18 @@ needs CANN's tools to read anyway. task_id is the node's position in the execute
 (numpy has no bfloat16). `dumpData=stats` is refused with a clear error (not implemented here).
 Inputs of a node are the outputs of its producers in the same run, the graph inputs for Data
 nodes and the decoded value of Const nodes.
+
+TorchAir also writes the model-dump options file (`ge_dump_data_json/dump_options_*.json`: the dump
+options and, per GE graph, its layer list) and hands it to ACL's `aclmdlSetDump`; the native stand-in's
+`AclmdlSetDump` gives it to `set_dump_file`, which reads and keeps it (`dump_file()`), refusing a file
+that is not that JSON. The dump itself follows the GE options above, as before.
 """
 from __future__ import annotations
 
 import bisect
 import contextlib
 import itertools
+import json
 import os
 import re
 import time
@@ -107,6 +113,28 @@ def configure(options: dict) -> None:
 
 def settings() -> DumpSettings | None:
     return _settings
+
+
+_dump_file: dict | None = None
+
+
+def set_dump_file(path) -> None:
+    """ACL's `aclmdlSetDump(path)` as TorchAir calls it (see the module docstring): the file is read and
+    kept; one that cannot be read, or is not `{"dump": {...}}` JSON, is an error naming it."""
+    global _dump_file
+    try:
+        with open(path, encoding="utf-8") as handle:
+            content = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise RuntimeError(f"CPU simulator: cannot read the dump options file {path}: {error}") from error
+    if not isinstance(content, dict) or not isinstance(content.get("dump"), dict):
+        raise RuntimeError(f"CPU simulator: {path} is not a model-dump options file (no \"dump\" object)")
+    _dump_file = content
+
+
+def dump_file() -> dict | None:
+    """The model-dump options TorchAir last handed to AclmdlSetDump, or None."""
+    return _dump_file
 
 
 def _safe(name: str) -> str:

@@ -1,8 +1,10 @@
 """Import TorchAir from the unpacked torch-npu wheel on a CPU host, side effects contained.
 
 ``load_torchair()`` puts ``<simulator_dir>/torch_npu/dynamo`` (and nothing else) on
-``sys.path``, installs the native stand-in as ``torchair.core._torchair``, and imports
-``torchair``. The wheel root is *not* put on ``sys.path``: then ``import torch_npu``
+``sys.path`` (first while TorchAir imports, so a user's ``torchair`` folder cannot take its place, last
+after), installs the native stand-in as ``torchair.core._torchair``, and imports
+``torchair``; TorchAir's ``import torch_npu`` never loads a folder that merely shares the name
+(``foreign_modules``). The wheel root is *not* put on ``sys.path``: then ``import torch_npu``
 (which TorchAir tries, in ``torchair/__init__.py`` and in its backend) fails cleanly with
 ModuleNotFoundError and leaves nothing in ``sys.modules``. With the wheel root on the path
 ``torch_npu`` would half-import (8 ``torch_npu.*`` submodules stay behind) and TorchAir
@@ -27,9 +29,14 @@ Process-wide side effects of importing/using TorchAir, and what this module does
   install_npu_deterministic_level_guard" on every first compile on a CPU host.)
 * ``atexit.register(finalize_graph_engine)`` and SIGINT/SIGTERM handlers
   (``torchair/core/_backend.py``). Their handler finalizes GE, sets the signal to SIG_IGN
-  and re-sends it, so after one Ctrl-C the process would *ignore* SIGINT. -> The previous
-  SIGINT/SIGTERM handlers are restored and the atexit hook is unregistered: there is no
-  graph engine to finalize on a CPU (the stub's FinalizeGraphEngine does nothing).
+  and re-sends it, so after one Ctrl-C the process would *ignore* SIGINT, and a SIGTERM that
+  arrived while TorchAir loads (torchrun stopping a rank) was swallowed: the rank ran on. -> The
+  handlers are never installed: while TorchAir imports, ``signal.signal`` calls made by TorchAir's
+  modules for SIGINT/SIGTERM are answered without installing anything, so the process's own handlers
+  (default: terminate) see every signal at every point of the load. Should a TorchAir handler get in
+  anyway, the previous handlers are restored after the import and a signal it swallowed (it leaves
+  SIG_IGN behind) is raised again. The atexit hook is unregistered: there is no graph engine to
+  finalize on a CPU (the stub's FinalizeGraphEngine does nothing).
 * Import-time registrations into torch: ``torch.library`` fragments in the ``air``,
   ``npu_define`` and ``npu_inference`` namespaces with Meta kernels and GE converters,
   and additions to ``torch.distributed._functional_collectives.traceable_collective_remaps``
@@ -66,6 +73,7 @@ Process-wide side effects of importing/using TorchAir, and what this module does
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import logging
 import signal
@@ -76,9 +84,10 @@ from pathlib import Path
 import torch
 
 from ..._base.errors import OpPluginError
+from ..._base.installed import describe, is_installed_torch_npu
 from . import (
-    aclgraph_mode, converter_torch_npu, distributed, fx_meta, install, native_stub, npu_settings, torchair_fixes,
-    torchair_patches,
+    aclgraph_mode, converter_torch_npu, distributed, foreign_modules, fx_meta, install, native_stub, npu_settings,
+    torchair_fixes, torchair_patches,
 )
 from ..device.activation import is_active
 from ..device.torch_npu_facade import is_facade
@@ -135,23 +144,34 @@ def _import_what_dynamo_imports_at_its_first_trace() -> None:
 
 
 def _refuse_foreign_modules() -> None:
-    if "torch_npu" in sys.modules and not is_facade(sys.modules["torch_npu"]):  # the virtual NPU's is no torch_npu
+    module = sys.modules.get("torch_npu")
+    if module is not None and not is_facade(module):  # the virtual NPU's is no torch_npu
+        note = "" if _is_installed(module) else (
+            "; it is not the installed torch-npu but something that shares its name: rename or move it, or import "
+            "it under another name")
         raise RuntimeError(
-            "torch_npu is already imported in this process; the CPU simulator cannot be used "
-            "alongside it (TorchAir changes behaviour when torch_npu is loaded)"
+            f"{describe(module)} is already imported in this process; the CPU simulator cannot be used "
+            f"alongside it (TorchAir changes behaviour when torch_npu is loaded){note}"
         )
     native = sys.modules.get(native_stub.MODULE_NAME)
     if "torchair" in sys.modules and (native is None or not native_stub.is_native_stub(native)):
         raise RuntimeError(
-            f"a torchair that is not the simulator's is already imported "
-            f"({getattr(sys.modules['torchair'], '__file__', '?')}); the CPU simulator cannot replace it"
+            f"a torchair that is not the simulator's is already imported ({describe(sys.modules['torchair'])}); "
+            "the CPU simulator cannot replace it"
         )
+
+
+def _is_installed(module) -> bool:
+    spec = getattr(module, "__spec__", None)
+    try:
+        return spec is not None and is_installed_torch_npu(spec)
+    except OpPluginError:  # another torch_npu hides the installed one: this is not it
+        return False
 
 
 def _import_contained(torchair_parent: Path):
     parent = str(torchair_parent)
-    if parent not in sys.path:
-        sys.path.append(parent)  # appended: never shadows anything already importable
+    foreign_modules.install()  # TorchAir's `import torch_npu` never loads a folder that merely shares the name
     sys.modules.setdefault(native_stub.MODULE_NAME, native_stub.make_native_module())
     if is_active():  # the virtual NPU: TorchAir's NPU branches import two more native modules
         for name, module in native_executor_modules().items():
@@ -161,7 +181,9 @@ def _import_contained(torchair_parent: Path):
     previous_signals = _current_signal_handlers()
     user_level = _user_set_level("torchair")
     try:
-        import torchair
+        # the wheel's folder first while TorchAir imports (no user `torchair` package in its place), last after
+        with _torchair_signal_handlers_refused(), foreign_modules.simulator_torchair_first(parent):
+            import torchair
         torchair_logger_class = logging.getLoggerClass()
     finally:
         logging.setLoggerClass(previous_logger_class)
@@ -189,10 +211,42 @@ def _current_signal_handlers() -> dict:
     return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
 
 
+_TORCHAIR_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _torchair_signal_handlers_refused():
+    """Within the block (TorchAir's import, on the main thread: only it may set handlers), a
+    `signal.signal(SIGINT or SIGTERM, handler)` made by a TorchAir module installs nothing and
+    returns the handler in place; every other call is Python's own."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    install = signal.signal
+
+    def refusing(signum, handler):
+        caller = sys._getframe(1).f_globals.get("__name__") or ""
+        if signum in _TORCHAIR_SIGNALS and (caller == "torchair" or caller.startswith("torchair.")):
+            return signal.getsignal(signum)
+        return install(signum, handler)
+
+    signal.signal = refusing
+    try:
+        yield
+    finally:
+        if signal.signal is refusing:
+            signal.signal = install
+
+
 def _restore_signal_handlers(previous: dict) -> None:
+    """Put back the handlers TorchAir's import found; a signal that TorchAir's own handler received
+    meanwhile (it sets SIG_IGN and re-sends the signal, which is then lost) is raised again."""
     for signum, handler in previous.items():
-        if handler is not None and signal.getsignal(signum) is not handler:
+        current = signal.getsignal(signum)
+        if handler is not None and current is not handler:
             signal.signal(signum, handler)
+            if current == signal.SIG_IGN and handler != signal.SIG_IGN:
+                signal.raise_signal(signum)  # the previous handler (default: terminate) gets it now
 
 
 def _unregister_atexit_finalizer() -> None:

@@ -13,6 +13,10 @@ What it provides (the names TorchAir reads on the paths the simulator supports):
 * ``get_registered_ir_def``: answered from the simulator's IR-prototype registry.
 * ``check_cann_compat``: every optional input/attr is "compatible" (returns "").
 * ``SetDebugLogPath``: remembers the path (TORCH_COMPILE_DEBUG=1); the native log has no CPU counterpart.
+* ``AclmdlSetDump``: takes the model-dump options file TorchAir writes for a data dump
+  (``ge_dump_data_json/dump_options_*.json``) as ACL's ``aclmdlSetDump`` does: read and kept
+  (``data_dump.set_dump_file``), so an emulated dump logs no error. What is dumped comes from the GE
+  options of ``InitializeGraphEngine`` (``data_dump.configure``).
 
 It is strict: any other name raises ``AttributeError`` naming the attribute, so a TorchAir
 path the simulator does not cover fails loudly instead of receiving junk.
@@ -205,6 +209,15 @@ def SetDebugLogPath(path):
     _debug_log_path[:] = [str(path)]
 
 
+def AclmdlSetDump(path):
+    # TorchAir calls it after InitializeGraphEngine with the dump_options_*.json it wrote; without it here
+    # TorchAir logged "[ERROR] ... AclmdlSetDump failed" on every successful dump. A file ACL could not read
+    # is still refused (TorchAir logs that, as on an NPU).
+    from .data_dump import set_dump_file
+
+    set_dump_file(path)
+
+
 class _StrictModule(types.ModuleType):
     """A module whose unknown attributes raise a clear error instead of returning junk."""
 
@@ -225,6 +238,7 @@ _EXPORTS = {
     "get_registered_ir_def": ir_registry.get_registered_ir_def,
     "check_cann_compat": check_cann_compat,
     "SetDebugLogPath": SetDebugLogPath,
+    "AclmdlSetDump": AclmdlSetDump,
 }
 
 

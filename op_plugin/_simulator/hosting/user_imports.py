@@ -8,14 +8,14 @@ that host does `import torchair` and `torch.compile(model, backend="npu")` witho
 `install(load)` gives the virtual NPU the same: `load` is `op_plugin.load_torchair` (the simulator's TorchAir
 with every YAML op's converter), passed in by the backend stage, which owns it.
 
-* A meta path finder, first on `sys.meta_path`, answers `import torchair` while TorchAir is not loaded: it
-  calls `load()` and hands the loaded module back. Imports made by op_plugin or by TorchAir itself are not
-  answered (the loader imports TorchAir from the wheel's folder, which it puts on `sys.path`). First, because
-  a process started by multiprocessing's spawn inherits that `sys.path`: there the path finder would find the
-  wheel's TorchAir folder and import it without the simulator's set-up (its native modules then fail). As TorchAir's `__init__` imports
-  torch_npu on an Ascend host, the answer puts torch_npu's façade in `sys.modules` first, so TorchAir takes
-  its NPU-device branches (device/torchair_branches.py) as it does there. Submodules (`torchair.configs...`) are
-  found through the loaded package's `__path__`, as usual.
+* A meta path finder, first on `sys.meta_path`, answers `import torchair` while TorchAir is not loaded: it calls
+  `load()` and hands the loaded module back. Imports made by op_plugin or by TorchAir itself are not answered (the
+  loader imports TorchAir from the wheel's folder, which it puts on `sys.path`). First, because a process started by
+  multiprocessing's spawn inherits that `sys.path`: there the path finder would find the wheel's TorchAir folder and
+  import it without the simulator's set-up (its native modules then fail). As TorchAir's `__init__` imports
+  torch_npu on an Ascend host, the answer puts torch_npu's façade in `sys.modules` first, so TorchAir takes its NPU-
+  device branches (device/torchair_branches.py) as it does there. Submodules (`torchair.configs...`) are found
+  through the loaded package's `__path__`, as usual.
 * The dynamo backend "npu", resolved at its first use: `load().get_npu_backend()` (each compile gets a fresh
   default config, as torch_npu's lazily built global backend is built once from one).
 """

@@ -9,14 +9,21 @@ answers to: such a graph is refused with a clear error.
 
 Every wait is bounded by `timeout()` ($OP_PLUGIN_COLLECTIVE_TIMEOUT seconds, 300 unless set): the gloo
 operations get it as their timeout, and so does the agreement below. A wait that expires is an error,
-never a hang.
+never a hang, and says how long it waited (measured, never the bound printed as if it had elapsed).
 
-Agreement (`agree`): on the first run of each plan, before each collective node runs, the ranks of
-its group exchange what they are about to run (type, dtype, shape, reduction, root, counts) through
-the group's store, and each rank checks the others' against its own. A rank-divergent graph (one rank
-all-reduces where another all-gathers, or reduces a different shape) is then an error naming the
-node on every rank, instead of a gloo call that hangs or mixes up buffers. A rank whose graph has
-fewer collectives on the group never publishes; its peers' wait expires with an error that says so.
+Agreement (`agree`): on every call, before each collective node runs, the ranks of its group exchange
+what they are about to run (type, dtype, shape, reduction, root, counts) through the group's store, and
+each rank checks the others' against its own. Every call, because a rank's shapes can change from one
+call to the next (a dynamic graph, a graph one rank recompiled, counts computed from the data) while its
+peer's do not: a rank-divergent call (one rank all-reduces where another all-gathers, or reduces a
+different shape) is then an error naming the node on every rank, instead of a gloo call that hangs,
+mixes up buffers or aborts the process. Each rank keeps one entry per group in the store (overwritten:
+nothing accumulates), numbered by its collectives on the group and carrying the previous one; a peer one
+collective ahead has either checked this rank's entry or given that collective up (its previous entry
+says what it ran there). It costs two store round trips per collective call (a group of one rank:
+none). A rank whose graph has fewer collectives on the group never publishes; its peers' wait expires
+with an error that says so. While waiting, a rank looks every second whether the peers it waits for
+still run (`liveness`: a peer on this host whose process has ended is named within about a second).
 Point-to-point nodes (HcomSend/HcomReceive) pair two different types and are not part of it; their
 shapes are checked by the header HcomSend sends first, as HCCL's graph kernel does.
 """
@@ -26,15 +33,16 @@ import datetime
 import json
 import os
 import re
+import time
 
 import torch
 
+from . import liveness
 from .errors import GeExecutionError, refuse
 
 TIMEOUT_VARIABLE = "OP_PLUGIN_COLLECTIVE_TIMEOUT"
 _DEFAULT_TIMEOUT = 300.0
 _GROUP_NAME = re.compile(r"tag=(?P<tag>[^;]*);rank_list=(?P<ranks>\d+(?:,\d+)*)")
-_AGREEMENT_PREFIX = "op_plugin/hcom/agree"
 
 # GE types whose ranks must agree before they run (every one of a group's ranks runs them).
 GROUP_COLLECTIVES = frozenset({"HcomAllReduce", "HcomAllGather", "HcomReduceScatter", "HcomBroadcast",
@@ -120,8 +128,63 @@ def group_store(pg):
 
 # ---- agreement --------------------------------------------------------------------------------------
 
-# (group name, id of its process group) -> number of agreements this rank has made on it.
-_sequence: dict[tuple[str, int], int] = {}
+_AGREEMENT_KEY = "op_plugin/hcom/agree/{rank}"  # in the group's store, per group rank: the latest entry
+_FIRST_POLL, _LAST_POLL = 0.0001, 0.02  # seconds between looks at the peers' entries (doubling up to the last)
+_LIVENESS_EVERY = 1.0  # seconds between looks at whether the peers waited for still run
+
+
+class _Group:
+    """What the agreement keeps per group name: the process group resolved once (again when the world
+    changes), this rank's key and its peers', and the number of collectives this rank ran on it."""
+
+    __slots__ = ("pg", "ranks", "me", "store", "my_key", "peers", "peer_keys", "number", "verified", "seen_all",
+                 "last")
+
+    def __init__(self, pg):
+        c10d = torch.distributed.distributed_c10d
+        self.pg = pg
+        self.ranks = c10d.get_process_group_ranks(pg)  # group rank -> global rank
+        self.me = pg.rank()
+        self.store = group_store(pg)
+        self.my_key = _AGREEMENT_KEY.format(rank=self.me)
+        self.peers = [r for r in range(pg.size()) if r != self.me]
+        self.peer_keys = [_AGREEMENT_KEY.format(rank=r) for r in self.peers]
+        self.number = 0  # the number of this rank's next collective on the group
+        self.verified = -1  # the last number this rank agreed on with every peer
+        self.seen_all = False  # every peer has published an entry (multi_get needs no check first)
+        self.last = None  # this rank's previous entry, carried in the next one (a peer may not have read it)
+
+
+_groups: dict[str, _Group] = {}
+
+
+def _drop_stale_groups() -> None:
+    """Forget the groups of a world that is gone. Their state holds the process group, and through it the
+    world's store, whose server (in the process that served it) runs threads: kept alive, a fork copies
+    whatever lock they hold into the child (the declared-cases tool forks ranks from a process that ran
+    earlier worlds), so they are let go as soon as they are stale, and at the latest before a fork."""
+    if not _groups:
+        return
+    live = torch.distributed.distributed_c10d._world.pg_map
+    for name in [name for name, state in _groups.items() if state.pg not in live]:
+        del _groups[name]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_drop_stale_groups)
+
+
+def _group_state(group: str) -> _Group:
+    state = _groups.get(group)
+    if state is not None and state.pg in torch.distributed.distributed_c10d._world.pg_map:
+        return state
+    _drop_stale_groups()
+    state = _groups[group] = _Group(process_group(group))
+    try:
+        liveness.publish()  # normally done already by the liveness thread
+    except Exception:  # a store that fails here fails the agreement too, with a better message
+        pass
+    return state
 
 
 def _dtype(tensor) -> str:
@@ -168,7 +231,8 @@ def _summary(entry: dict) -> str:
 
 
 def _disagreement(mine: dict, theirs: dict, me: int, peer: int) -> str | None:
-    """Why `theirs` (group rank `peer`) cannot run together with `mine` (group rank `me`), or None."""
+    """Why `theirs` (group rank `peer`) cannot run together with `mine` (group rank `me`), or None. Symmetric:
+    a peer that agreed with this rank's entry would have found no reason either."""
     if mine["type"] != theirs["type"]:
         return "a different collective"
     if mine["dtype"] != theirs["dtype"]:
@@ -196,48 +260,133 @@ def _disagreement(mine: dict, theirs: dict, me: int, peer: int) -> str | None:
 
 
 def agree(op, attrs: dict, args: list) -> None:
-    """Check, before `op` runs for the first time in its plan, that every rank of its group is about
-    to run the same collective (raises GeExecutionError naming the node otherwise; bounded wait)."""
+    """Check, before `op` runs (on every call), that every rank of its group is about to run the same
+    collective: the same type, dtype and shape (and reduction, root, counts). Raises GeExecutionError naming
+    the node otherwise, when a peer's process has ended (within about a second), when the group's store
+    cannot be reached, or when the peers have not arrived within the timeout (the time waited is measured)."""
     group = attrs.get("group", attrs.get("group_ep"))  # the MoE ops name their EP group group_ep
     where = f"{op.type} (node {op.name!r})"
     try:
-        pg = process_group(group)
+        state = _group_state(group)
     except Exception as error:  # a refusal; the kernel would give the same one
         raise GeExecutionError(f"{where}: {error}") from error
-    c10d = torch.distributed.distributed_c10d
-    ranks = c10d.get_process_group_ranks(pg)
-    me = pg.rank()
-    key = (group, id(pg))
-    number = _sequence.get(key, 0)
-    _sequence[key] = number + 1
-    store = group_store(pg)
-    prefix = f"{_AGREEMENT_PREFIX}/{number}/"
+    if not state.peers:
+        return  # a group of one rank
+    number = state.number
+    state.number += 1
     mine = describe(op, attrs, args)
-    store.set(prefix + str(me), json.dumps(mine))
-    peers = [r for r in range(pg.size()) if r != me]
-    limit = timeout()
-    try:
-        store.wait([prefix + str(r) for r in peers], limit)
-    except Exception as error:  # the store's timeout error: say what it means here
-        missing = [ranks[r] for r in peers if not store.check([prefix + str(r)])]
-        raise GeExecutionError(
-            f"{where}: rank(s) {missing or '?'} of group {group!r} did not reach collective #{number} of the group "
-            f"within {limit.total_seconds():g} s, where this rank (rank {ranks[me]}) runs {_summary(mine)}. Their "
-            "graph has fewer collectives on this group (a rank-divergent graph), they stopped with an error, they "
-            f"are still compiling (raise ${TIMEOUT_VARIABLE}), or they reuse a graph this rank recompiled "
-            "(mark the sizes that differ between calls dynamic)") from error
-    problems = []
-    for r in peers:
-        theirs = json.loads(store.get(prefix + str(r)).decode())
-        why = _disagreement(mine, theirs, me, r)
+    mine["n"], mine["ok"] = number, state.verified
+    text = json.dumps({**mine, "prev": state.last})
+    state.last = mine
+    entries = _peer_entries(state, number, text, where, group, mine)
+    problems, gave_up = [], []
+    for r, (theirs, current) in zip(state.peers, entries, strict=True):
+        if theirs is None:
+            continue  # already one collective further: it agreed with this rank's entry
+        why = _disagreement(mine, theirs, state.me, r)
         if why is not None:
-            problems.append(f"rank {ranks[r]} runs {_summary(theirs)} (node {theirs['node']!r}): {why}")
+            problems.append(f"rank {state.ranks[r]} runs {_summary(theirs)} (node {theirs['node']!r}): {why}")
+        elif not current:
+            gave_up.append(state.ranks[r])
+    me = state.ranks[state.me]
     if problems:
         raise GeExecutionError(
             f"{where}: the ranks of group {group!r} disagree on collective #{number} of the group, a rank-divergent "
-            f"graph (it would hang or mix up data on a cluster): this rank (rank {ranks[me]}) runs {_summary(mine)}; "
+            f"graph (it would hang or mix up data on a cluster): this rank (rank {me}) runs {_summary(mine)}; "
             + "; ".join(problems))
+    if gave_up:
+        raise GeExecutionError(
+            f"{where}: rank(s) {gave_up} of group {group!r} stopped collective #{number} of the group with an error "
+            f"(their own message says which) and went on, where this rank (rank {me}) runs {_summary(mine)}")
+    state.verified = number
+
+
+def _peer_entries(state: _Group, number: int, text: str, where: str, group: str, mine: dict) -> list:
+    """Publish this rank's entry for collective `number` and return each peer's (entry, still at it) for it
+    (`_current`), polling the store until every peer has published; refuses a group out of step, a peer
+    whose process ended, an unreachable store, and the timeout."""
+    limit = timeout().total_seconds()
+    start = time.monotonic()
+    next_look = start + _LIVENESS_EVERY
+    delay = _FIRST_POLL
+    me = state.ranks[state.me]
+    try:
+        state.store.set(state.my_key, text)
+        while True:
+            waiting = None  # the group ranks not there yet, when known
+            if state.seen_all or state.store.check(state.peer_keys):
+                state.seen_all = True
+                entries = [json.loads(value) for value in state.store.multi_get(state.peer_keys)]
+                waiting = [r for r, e in zip(state.peers, entries, strict=True) if e["n"] < number]
+                if not waiting:
+                    return [_current(e, number, state.ranks[r], me, group, where) for r, e in
+                            zip(state.peers, entries, strict=True)]
+            now = time.monotonic()
+            if now >= next_look or now - start >= limit:
+                if waiting is None:  # some peer has never published: which
+                    waiting = [r for r, key in zip(state.peers, state.peer_keys, strict=True)
+                               if not state.store.check([key])]
+                global_waiting = [state.ranks[r] for r in waiting]
+                ended = liveness.ended(global_waiting)
+                if ended:
+                    raise GeExecutionError(
+                        f"{where}: collective #{number} of group {group!r} cannot run: "
+                        + "; ".join(f"rank {r} has ended ({why})" for r, why in sorted(ended.items()))
+                        + f"; this rank (rank {me}) waited {now - start:.1f} s for it, to run {_summary(mine)}")
+                if now - start >= limit:
+                    raise GeExecutionError(
+                        f"{where}: rank(s) {global_waiting} of group {group!r} did not reach collective #{number} "
+                        f"of the group within {now - start:.1f} s (${TIMEOUT_VARIABLE}: {limit:g} s), where this "
+                        f"rank (rank {me}) runs {_summary(mine)}. Their graph has fewer collectives on this group "
+                        "(a rank-divergent graph), they stopped with an error, or they are still compiling (raise "
+                        f"${TIMEOUT_VARIABLE})")
+                next_look = now + _LIVENESS_EVERY
+            time.sleep(delay)
+            delay = min(delay * 2, _LAST_POLL)
+    except torch.distributed.DistError as error:  # the store itself: its server is gone, or refuses
+        ended = liveness.ended(state.ranks[r] for r in state.peers)
+        known = "; ".join(f"rank {r} has ended ({why})" for r, why in sorted(ended.items()))
+        raise GeExecutionError(
+            f"{where}: collective #{number} of group {group!r} cannot run: the group's store cannot be reached "
+            f"after {time.monotonic() - start:.1f} s ({_first_line(error)}); "
+            + (known if known else "the process that serves it (normally global rank 0's) has likely ended")
+            ) from error
+
+
+def _current(entry: dict, number: int, rank: int, me: int, group: str, where: str) -> tuple:
+    """(a peer's entry for collective `number`, whether the peer is still at it): (its entry, True); (None,
+    True) when it is one further and agreed with this rank's entry (it read it); (its entry for `number`,
+    False) when it is one further after giving that one up (a disagreement or another error there); an
+    error when the two ranks are further out of step."""
+    if entry["n"] == number:
+        return entry, True
+    previous = entry.get("prev")
+    if entry["n"] == number + 1 and previous is not None and previous["n"] == number:
+        return (None, True) if entry["ok"] == number else (previous, False)
+    raise GeExecutionError(
+        f"{where}: the ranks of group {group!r} are out of step: rank {rank} is at collective #{entry['n']} of "
+        f"the group, this rank (rank {me}) at #{number}. An earlier collective failed on one of them, or their "
+        "graphs ran a different number of collectives on this group before")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def peers_ended(group: str) -> dict[int, str]:
+    """The peers of `group` whose process has ended (global rank -> how it is known): for a kernel whose
+    gloo call failed, to name them."""
+    try:
+        pg = process_group(group)
+        ranks = torch.distributed.distributed_c10d.get_process_group_ranks(pg)
+        mine = torch.distributed.get_rank()
+        return liveness.ended([r for r in ranks if r != mine])
+    except Exception:  # only for a message: nothing known
+        return {}
 
 
 __all__ = ["COLLECTIVE_TYPES", "GROUP_COLLECTIVES", "POINT_TO_POINT", "TIMEOUT_VARIABLE", "agree", "describe",
-           "group_store", "parse_group_name", "process_group", "timeout"]
+           "group_store", "parse_group_name", "peers_ended", "process_group", "timeout"]
+
+liveness.watch()  # each process publishes, once per world, what lets its peers see that it ended

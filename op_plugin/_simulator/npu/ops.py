@@ -31,15 +31,14 @@ from ``load_torchair()`` (the first npugraph compile). Never on an Ascend host: 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import pkgutil
-import sys
 import threading
 from pathlib import Path
 
 import torch
 
 from ..._base.handles import RegistrationHandle
+from ..._base.installed import real_torch_npu
 from . import backward as npu_ops_backward, wheel_meta as npu_ops_wheel
 from .checks import naming_errors
 from ..._base import wheel as install  # where the unpacked wheel is, and whether it is complete
@@ -82,8 +81,9 @@ _schema_only: list[str] = []      # ops defined without a Meta function (the whe
 
 
 def torch_npu_present() -> bool:
-    """An Ascend host's torch_npu is imported or importable: it defines these ops itself."""
-    return "torch_npu" in sys.modules or importlib.util.find_spec("torch_npu") is not None
+    """An Ascend host's torch_npu (the installed torch-npu distribution, `_base.installed`: not a folder that
+    shares its name, nor the virtual NPU's façade) is importable: it defines these ops itself."""
+    return real_torch_npu()
 
 
 def define_npu_ops() -> RegistrationHandle | None:

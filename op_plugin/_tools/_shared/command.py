@@ -8,8 +8,17 @@ TorchAir, the simulator) is imported inside `run`, so `op-plugin --help` stays f
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import ClassVar
+
+# Options naming a file a command writes (by their dest, in every command, compare's included): a file that
+# exists is not replaced without --force. `--out DIR` folders are checked by their commands, which know the
+# names they write.
+OUTPUT_FILE_DESTS = frozenset({"json", "markdown", "write_known", "picture"})
+OUTPUT_DESTS = OUTPUT_FILE_DESTS | {"out"}
+_UNCHECKED_DESTS = frozenset({"argv"})  # `op-plugin run -- CMD ARGS`: the command's own arguments
+TRACEBACK_VARIABLE = "OP_PLUGIN_CLI_TRACEBACK"  # =1: an unexpected error shows its traceback
 
 
 class Command:
@@ -45,28 +54,138 @@ class VersionAction(argparse.Action):
         parser.exit()
 
 
+def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
+    """What every command with an output option takes: `--force` to replace output files that exist."""
+    if any(action.dest in OUTPUT_DESTS for action in parser._actions):
+        parser.add_argument("--force", action="store_true",
+                            help="replace output files that exist (without it an existing file is an error)")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the chosen command (`args.run`) with what every command shares:
+
+    * SIGTERM and SIGHUP stop it as Ctrl-C does (`_base.processes.Terminated`, a KeyboardInterrupt), so the
+      cleanup written for Ctrl-C (worker processes killed) runs for `timeout`, CI limits and a closed
+      terminal too; the exit code is 128 + the signal number;
+    * a FIFO, device or socket named where a command reads a path is refused before anything opens it;
+    * an output file that exists is refused without --force;
+    * an error nothing else caught is one `error:` line and exit 1, never a traceback
+      ($OP_PLUGIN_CLI_TRACEBACK=1 shows it).
+    """
+    from ..._base.paths import shown
+    from ..._base.processes import terminating_signals
+
+    command = getattr(args.run, "__self__", None)
+    name = getattr(command, "name", "op-plugin")
+    with terminating_signals():
+        try:
+            refusal = path_refusal(args)
+            if refusal is not None:  # a special file to read: bad input (1), an output in the way: usage (2)
+                print(f"error: {refusal[1]}", file=sys.stderr)
+                return refusal[0]
+            return args.run(args)
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM / SIGHUP (Terminated)
+            import signal
+
+            signum = getattr(stop, "signum", signal.SIGINT)
+            print(f"op-plugin {name}: stopped by {signal.Signals(signum).name}", file=sys.stderr)
+            return 128 + signum
+        except Exception as error:  # a path no command foresaw: one line, not a traceback
+            if os.environ.get(TRACEBACK_VARIABLE) == "1":
+                raise
+            print(f"error: {shown(one_line(error))} (op-plugin {name}; ${TRACEBACK_VARIABLE}=1 shows where)",
+                  file=sys.stderr)
+            return 1
+
+
+def one_line(error: BaseException) -> str:
+    """`Type: first line of the message` (the type left out for op_plugin's own errors, which say it all)."""
+    from ..._base.errors import OpPluginError
+
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else ""
+    if isinstance(error, OpPluginError) and text:
+        return text
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _path_values(args: argparse.Namespace):
+    for dest, value in vars(args).items():
+        if dest in OUTPUT_DESTS or dest in _UNCHECKED_DESTS:
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, str) and item:
+                yield item
+
+
+def path_refusal(args: argparse.Namespace) -> tuple[int, str] | None:
+    """(exit code, why) when the command must not start: an input path that is a FIFO, device or socket (never
+    opened; 1, as for any bad input file), or an output file that exists (without --force) or is a folder (2,
+    as for a usage error). None when it may."""
+    from ..._base.paths import shown, special_file
+
+    for value in _path_values(args):
+        kind = special_file(value)
+        if kind is not None:
+            return 1, f"{shown(value)}:1: the path is {kind}, not a regular file; op-plugin reads regular files only"
+    force = getattr(args, "force", False)
+    for dest in sorted(OUTPUT_FILE_DESTS):
+        value = getattr(args, dest, None)
+        if not isinstance(value, str) or not os.path.lexists(value):
+            continue
+        option = "--" + dest.replace("_", "-")
+        if os.path.isdir(value):
+            return 2, f"{shown(value)}: {option} names a folder; give a file name"
+        if not force:
+            return 2, f"{shown(value)}: {option} would replace a file that exists; pass --force to replace it"
+    return None
+
+
 def load_factory(target: str):
     """`MODULE:FACTORY` -> the factory callable; the working directory is importable (like -m)."""
     import importlib
     import os
 
+    from ..._base.paths import shown
+
     module_name, sep, attr_path = target.partition(":")
     if not sep or not module_name or not attr_path:
-        raise ValueError(f"expected MODULE:FACTORY (e.g. my_model:make), got {target!r}")
+        raise ValueError(f"expected MODULE:FACTORY (e.g. my_model:make), got {shown(repr(target))}")
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
+    origin = None
     try:
+        origin = _module_file(module_name)
         obj = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"cannot import module '{module_name}' (from {cwd}): {exc}") from exc
+        raise ValueError(f"cannot import module '{shown(module_name)}' (from {shown(cwd)}): {shown(exc)}") from exc
+    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:  # a file that is not Python source
+        where = f"{shown(origin)}:{getattr(exc, 'lineno', None) or 1}" if origin else shown(module_name)
+        raise ValueError(f"{where}: module '{shown(module_name)}' cannot be imported: {shown(one_line(exc))}") from exc
     for part in attr_path.split("."):
         if not hasattr(obj, part):
-            raise ValueError(f"module '{module_name}' has no attribute '{attr_path}'")
+            raise ValueError(f"module '{shown(module_name)}' has no attribute '{shown(attr_path)}'")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise ValueError(f"{target} is not callable; FACTORY() must return (model, example_inputs)")
+        raise ValueError(f"{shown(target)} is not callable; FACTORY() must return (model, example_inputs)")
     return obj
+
+
+def _module_file(module_name: str) -> str | None:
+    """The file `module_name` would be imported from, refused (ImportError) when it is a FIFO, device or
+    socket: importing one would block on it or read without end."""
+    import importlib.util
+
+    from ..._base.paths import special_file
+
+    spec = importlib.util.find_spec(module_name)
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    if origin and os.path.exists(origin):
+        kind = special_file(origin)
+        if kind is not None:
+            raise ImportError(f"{origin} is {kind}, not a regular file")
+    return origin
 
 
 def call_factory(target: str):

@@ -8,10 +8,10 @@ Ascend/CANN release the build matches). docs/compatibility.md explains the table
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import platform
 import re
 
+from ..._base.installed import ShadowedTorchNpu, real_torch_npu
 from ..._base.wheel import TORCH_NPU_VERSION, simulator_dir
 
 _BRANCH = re.compile(r"-b (v\d[\w.]*-[\w.]+)")   # `git clone ... -b v2.13.0-26.2.0` in the wheel's README
@@ -41,7 +41,11 @@ def version_lines() -> list[str]:
     lines = [f"op-plugin {op_plugin.__version__}",
              f"python {platform.python_version()}",
              f"torch {_installed('torch') or 'not installed'} (required: {torch_pin})"]
-    npu = _installed("torch_npu") if importlib.util.find_spec("torch_npu") else None
+    try:
+        npu = _installed("torch_npu") if real_torch_npu() else None
+    except ShadowedTorchNpu as error:
+        lines.append(f"torch_npu: {error}")
+        npu = None
     if npu:
         lines.append(f"torch_npu {npu} (installed: TorchAir from it on an Ascend host)")
     metadata = _wheel_metadata()

@@ -16,6 +16,7 @@ class MsopgenCommand(Command):
                             help="write one <op>.json per custom op here (default: JSON to stdout)")
 
     def run(self, args) -> int:
+        from ..._base.paths import shown
         from .msopgen import dumps, msopgen_ops, write_jsons
 
         specs = parse_yaml_files(args.files)
@@ -37,9 +38,10 @@ class MsopgenCommand(Command):
             print(dumps(result.ops))
             return status
         try:
-            paths = write_jsons(result, args.out)
+            paths = write_jsons(result, args.out, replace=getattr(args, "force", False))
         except OSError as exc:
-            print(f"error: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"error: cannot write {shown(exc.filename or args.out)}: {exc.strerror or shown(exc)}",
+                  file=sys.stderr)
             return 1
         for spec, path in zip(result.sources, paths, strict=True):
             print(f"wrote {path}: {spec.ge.type} for {spec.qualname}\n"
@@ -60,6 +62,7 @@ class OpprotoCommand(Command):
                             help="folder for <op>.h, <op>.cc and op_plugin_infer.h")
 
     def run(self, args) -> int:
+        from ..._base.paths import shown
         from .opproto import opproto_sources, write_sources
 
         specs = parse_yaml_files(args.files)
@@ -73,9 +76,10 @@ class OpprotoCommand(Command):
         for _, message in result.errors:  # one op's problem never stops the others; each is named
             print(f"error: {message}", file=sys.stderr)
         try:
-            paths = write_sources(result, args.out)
+            paths = write_sources(result, args.out, replace=getattr(args, "force", False))
         except OSError as exc:
-            print(f"error: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"error: cannot write {shown(exc.filename or args.out)}: {exc.strerror or shown(exc)}",
+                  file=sys.stderr)
             return 1
         for path in paths:
             print(f"wrote {path}")

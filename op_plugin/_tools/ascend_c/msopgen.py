@@ -429,13 +429,14 @@ def snake_case(ge_type: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", ge_type).lower()
 
 
-def write_jsons(result: MsOpGenResult, out_dir: str | Path) -> list[Path]:
+def write_jsons(result: MsOpGenResult, out_dir: str | Path, replace: bool = True) -> list[Path]:
     """One `<snake_case GE type>.json` per op (msOpGen creates one project per `gen -i`), written
-    without following links (`out_files.write_files`); OSError names the path that failed."""
+    without following links, replacing existing files only when `replace` (`out_files.write_files`);
+    OSError names the path that failed."""
     files = {f"{snake_case(entry['op'])}.json": dumps([entry]) + "\n" for entry in result.ops}
     if len(files) != len(result.ops):  # msopgen_ops refuses a second op on a file name
         raise ValueError("two msOpGen entries share a file name")
-    return write_files(out_dir, files)
+    return write_files(out_dir, files, replace)
 
 
 def dumps(ops: list[dict]) -> str:

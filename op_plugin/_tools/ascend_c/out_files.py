@@ -5,8 +5,9 @@ which may already hold files (a previous run) and links (anyone who could write 
 is written to a fresh temporary name in the folder (created exclusively, so an existing file or
 link under that name is never opened) and then renamed over its target: a rename replaces a
 directory entry, it never writes through a link or into another file's hard link. A target that
-is a symbolic link or not a regular file is refused before anything is written, so a run writes
-all of its files or none (up to a failing disk).
+is a symbolic link or not a regular file is refused before anything is written, and so is any
+existing target on the command line unless --force is given, so a run writes all of its files or
+none (up to a failing disk).
 """
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ import stat
 from pathlib import Path
 
 
-def write_files(out_dir: str | Path, files: dict[str, str]) -> list[Path]:
+def write_files(out_dir: str | Path, files: dict[str, str], replace: bool = True) -> list[Path]:
     """Write `files` (file name -> text) into `out_dir`; returns the paths in order.
 
     Raises OSError naming the path: the folder cannot be made, a name is taken by a link, a folder
-    or another non-regular file, two names differ only in case, or the write fails."""
+    or another non-regular file (or, unless `replace`, by any file: the command line's default, where
+    --force replaces), two names differ only in case, or the write fails."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "exists and is not a folder", str(out))
@@ -45,6 +47,8 @@ def write_files(out_dir: str | Path, files: dict[str, str]) -> list[Path]:
                           "(remove it or choose another --out)", str(target))
         if not stat.S_ISREG(mode):
             raise IsADirectoryError(errno.EISDIR, "exists and is not a regular file", str(target))
+        if not replace:
+            raise FileExistsError(errno.EEXIST, "exists; pass --force to replace it", str(target))
     for target, text in zip(targets, files.values(), strict=True):
         _replace(target, text.encode("utf-8"))
     return targets

@@ -11,14 +11,17 @@ class CompareCommand(Command):
     help = "per FX node, where graph mode (GE on the simulator) departs from eager"
     description = ("Import MODULE, call FACTORY() -> (model, example_inputs), compile with npugraph on the simulator, "
                    "and compare every FX node's GE result with eager (forward, and backward when an output requires "
-                   "grad). Exit 1 when a node diverges. With --dumps, diff two data-dump folders op by op instead.")
+                   "grad and every op has a backward; otherwise the forward only, under torch.no_grad(), with a "
+                   "note). Exit 1 when a node diverges. With --dumps, diff two data-dump folders op by op instead.")
 
     def add_arguments(self, parser):
         parser.add_argument("target", metavar="MODULE:FACTORY", nargs="?")
         parser.add_argument("--dynamic", action="store_true", help="compile with dynamic shapes")
         parser.add_argument("--no-backward", action="store_true", help="compare the forward graph only")
         parser.add_argument("--no-grad", action="store_true",
-                            help="run the model under torch.no_grad(), as inference does (its ops need no backward)")
+                            help="run the model under torch.no_grad(), as inference does (its ops need no backward); "
+                                 "without it, a model with an op that has no backward is compared forward only, "
+                                 "that way, with a note")
         parser.add_argument("--json", metavar="FILE", help="write the report as JSON")
         parser.add_argument("--picture", metavar="FILE",
                             help="draw the GE graph coloured by error (FILE.svg or .png)")
@@ -43,7 +46,8 @@ class CompareCommand(Command):
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        report = op_plugin.compare(model, *inputs, dynamic=args.dynamic, backward=not args.no_backward,
+        # backward=None (not True): an op without a backward leaves the backward out, with a note
+        report = op_plugin.compare(model, *inputs, dynamic=args.dynamic, backward=False if args.no_backward else None,
                                    no_grad=args.no_grad, **backend_options(args))
         print(report)
         if args.json:

@@ -14,22 +14,39 @@ and backward when AOT compiles it lazily at `backward()`) is replaced by a runne
 
 The wrapper is undone when `compare` returns. Random ops (tagged nondeterministic_seeded) are not
 compared; the local run carries their GE values on, so nodes after them are still compared.
+
+Every FX node TorchAir lowered gets its own row. A converter that computes nothing returns its input's
+GE tensor (TorchAir's `aten.expand` when the sizes already match, views): TorchAir then renames that
+tensor after the later FX node, and the node that computed it would have no row, its GE node reported
+on the pass-through's. While `compare` runs, the earlier names are kept on the GE tensor
+(`_op_plugin_fx_tensor_names`): the computing node keeps its row, GE node and op types, and the
+pass-through gets a row of its own with no GE op types and a note naming the node it passes on.
+
+An op without a backward (none written, an in-place op, one of torch_npu's ops on the simulator) makes
+the backward impossible, not the comparison: when `backward` is not True, the model is compared forward
+only, run again under torch.no_grad() as inference runs it, with a note in the report that says why
+(`report.notes`). A model in eval mode is compared forward and backward like any other when its ops have
+backwards (an eval model can be differentiated: frozen batch norm, input gradients); `no_grad=True`
+(`--no-grad`) compares an inference model's forward only from the start.
 """
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
 from torch.fx.node import map_arg
 
 from ... import _simulator
 from ..._backend import NpuGraphConfig, compile_graph
+from ..._base.errors import MissingBackwardError, NoBackwardError, option_fix, options_given_as
 from .report import CompareReport, CompareRow, error_of, known_difference, within
 from ..inspect.graph_classes import data_inputs
 from .._shared.progress import progress
 from .._shared.tolerances import tolerances
 
 _OUTPUT = ".OUTPUT."
+_EARLIER_NAMES = "_op_plugin_fx_tensor_names"   # earlier FX names of a GE tensor a later FX node passed through
 
 
 def compare(model_or_fn, *inputs, dynamic: bool = False, backward: bool | None = None, seed: int = 0,
@@ -37,11 +54,43 @@ def compare(model_or_fn, *inputs, dynamic: bool = False, backward: bool | None =
     """Compile with npugraph (simulator), run once on `inputs` (and backward, when an output requires
     grad and `backward` is not False, with a seeded random cotangent), and compare every FX node's GE
     result with eager. `no_grad=True` runs (and so traces) the model under torch.no_grad(), as an
-    inference model runs: its ops need no backward, and nothing is compared backward.
+    inference model runs: its ops need no backward, and nothing is compared backward. When an op has
+    no backward and `backward` is not True, the forward is compared that way, with a note saying why
+    (`report.notes`); `backward=True` makes that an error.
     `backend_options` are the npugraph backend's (NpuGraphConfig's fields).
-    Returns a CompareReport (`first_divergent`, `rows`, `str()`, `to_json()`, `picture()`)."""
-    report = CompareReport()
+    Returns a CompareReport (`first_divergent`, `rows`, `notes`, `str()`, `to_json()`, `picture()`)."""
     config = NpuGraphConfig.from_options(backend_options)
+    with options_given_as(without=("mode",)):   # compare checks the GE graph: a fix never says mode aclgraph
+        if no_grad:
+            return _compare_once(model_or_fn, inputs, config, dynamic, backward, seed, no_grad)
+        # what the attempt warns about (under the filters in force) is kept back until it is known to stand
+        with warnings.catch_warnings(record=True) as said:
+            try:
+                report = _compare_once(model_or_fn, inputs, config, dynamic, backward, seed, no_grad)
+                error = None
+            except Exception as raised:   # re-raised below unless it is a missing backward
+                error, report = raised, None
+        reason = None if error is None else _no_backward(error)
+        if error is None or reason is None:
+            for warning in said:   # the attempt stands: what it warned about is said now
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+            if error is not None:
+                raise error
+            return report
+        # the failed attempt's warnings (autograd's anomaly traceback of the missing backward) are dropped
+        if backward is True:
+            raise NoBackwardError(f"compare(backward=True): {reason}; write the backward, or compare the forward "
+                                  f"only: {option_fix('backward', None)} (the default: the backward is skipped "
+                                  f"with a note) or {option_fix('no_grad')}") from error
+        torch._dynamo.reset()   # the failed compile traced with grad; the forward is traced again without
+        report = _compare_once(model_or_fn, inputs, config, dynamic, False, seed, True)
+        report.notes.append(f"backward not compared: {reason}; the forward was compared under torch.no_grad(), as "
+                            f"inference runs it ({option_fix('no_grad')} does this from the start)")
+        return report
+
+
+def _compare_once(model_or_fn, inputs, config, dynamic, backward, seed, no_grad) -> CompareReport:
+    report = CompareReport()
 
     def backend(gm, example_inputs):
         return compile_graph(gm, example_inputs, config, force_simulator=True)
@@ -61,15 +110,48 @@ def compare(model_or_fn, *inputs, dynamic: bool = False, backward: bool | None =
     return report
 
 
+# torch_npu's ops on the simulator refuse a gradient with this (`_simulator/npu/ops.py`, NotImplementedError)
+_TORCH_NPU_NO_BACKWARD = "has no backward on the CPU simulator"
+
+
+def _no_backward(error: BaseException) -> str | None:
+    """Why the model has no backward, when that is what `error` (or an error it wraps: dynamo's,
+    AOT's, TorchAir's) says: its first clause ("….yaml:6: op 'x': npu::x has no backward"), with the
+    decorator that adds one; else None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, NoBackwardError) or (isinstance(error, NotImplementedError)
+                                                  and _TORCH_NPU_NO_BACKWARD in str(error)):
+            reason = str(error).strip().splitlines()[0].split("; ")[0]
+            if isinstance(error, MissingBackwardError):
+                reason += " (@op_plugin.backward adds one)"
+            return reason
+        error = error.__cause__ or error.__context__
+    return None
+
+
 @contextlib.contextmanager
 def _comparing(report: CompareReport):
-    torchair = _simulator.load_torchair()
+    torchair = _simulator.load_simulated_torchair()
     del torchair
     from torchair import npu_fx_compiler
 
+    from torchair._ge_concrete_graph import fx2ge_converter
+
     compiler_cls = npu_fx_compiler._NpuFxCompiler
     original = compiler_cls.__call__
+    set_names = fx2ge_converter._set_fx_tensor_names
     counter = {"graphs": 0}
+
+    def keeping_earlier_names(ge_outputs, fx_tensor_prefix):
+        # A converter that returns its input's GE tensor (expand to the same sizes, a view) makes TorchAir
+        # rename it after the later FX node: keep the names it had, so each FX node keeps its own row.
+        for tensor in _ge_tensors(ge_outputs):
+            attrs = tensor.desc.attr
+            if "_fx_tensor_name" in attrs and not attrs["_fx_tensor_name"].s.startswith(fx_tensor_prefix.encode()):
+                attrs[_EARLIER_NAMES].list.s.append(attrs["_fx_tensor_name"].s)
+        return set_names(ge_outputs, fx_tensor_prefix)
 
     def comparing_call(self, gm, example_inputs):
         compiled = original(self, gm, example_inputs)
@@ -84,10 +166,24 @@ def _comparing(report: CompareReport):
         return _ComparingRunner(compiled, lowered, label, report)
 
     compiler_cls.__call__ = comparing_call
+    fx2ge_converter._set_fx_tensor_names = keeping_earlier_names
     try:
         yield
     finally:
         compiler_cls.__call__ = original
+        fx2ge_converter._set_fx_tensor_names = set_names
+
+
+def _ge_tensors(value):
+    """The GE tensors (objects with an output `desc`) in a converter's nested result."""
+    if hasattr(value, "desc") and hasattr(value.desc, "attr"):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _ge_tensors(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _ge_tensors(item)
 
 
 class _ComparingRunner:
@@ -110,13 +206,23 @@ class _ComparingRunner:
                     graph_def = plan.graph_def
                     cone = cones.setdefault(id(graph_def), _producer_types(graph_def))
                     self._report.ge_graphs[self._label] = graph_def
-                    seen[desc.attr["_fx_tensor_name"].s.decode()] = (op.name, cone.get(op.name, [op.type]),
-                                                                     outputs[index].detach().clone())
+                    value = outputs[index].detach().clone()
+                    names = [*(s.decode() for s in _earlier_names(desc)), desc.attr["_fx_tensor_name"].s.decode()]
+                    # the first name is the FX node that computed the tensor; later ones passed it through
+                    seen[names[0]] = (op.name, cone.get(op.name, [op.type]), value, "")
+                    for name in names[1:]:
+                        seen[name] = (op.name, [], value,
+                                      f"no GE op of its own: TorchAir's converter passes on the GE value of "
+                                      f"{_split_name(names[0])[0]} (GE node {op.name})")
 
         with _observing(observe):
             result = self._compiled(*args, **kwargs)
         _replay(self._gm, eager_args, seen, self._label, self._report)
         return result
+
+
+def _earlier_names(desc) -> list:
+    return list(desc.attr[_EARLIER_NAMES].list.s) if _EARLIER_NAMES in desc.attr else []
 
 
 def _observing(observer):
@@ -197,10 +303,12 @@ def _replay(gm, args, seen, label, report) -> None:
         records = by_node.get(node.name, [])
         random = (isinstance(node.target, torch._ops.OpOverload)
                   and torch.Tag.nondeterministic_seeded in node.target.tags)
-        for path, (ge_node, ge_types, ge_tensor) in sorted(records):
+        for path, (ge_node, ge_types, ge_tensor, note) in sorted(records, key=lambda record: record[0]):
             expected = _at_path(local_value, path)
             drift_from = _at_path(chained[node], path)
-            report.rows.append(_row(label, node, path, ge_node, ge_types, ge_tensor, expected, drift_from, random))
+            row = _row(label, node, path, ge_node, ge_types, ge_tensor, expected, drift_from, random)
+            row.note = "; ".join(part for part in (note, row.note) if part)
+            report.rows.append(row)
             local_value = _replace(local_value, path, ge_tensor, expected)
         local[node] = local_value
 

@@ -63,6 +63,7 @@ class CompareReport:
     ge_graphs: dict = field(default_factory=dict)    # graph label -> GE GraphDef
     fx_graphs: dict = field(default_factory=dict)    # graph label -> the FX GraphModule TorchAir lowered
     outputs: object = None                           # what the compiled model returned
+    notes: list = field(default_factory=list)        # about the run as a whole (a backward not compared, why)
 
     @property
     def first_divergent_row(self) -> CompareRow | None:
@@ -78,6 +79,7 @@ class CompareReport:
         first = self.first_divergent_row
         return {"first_divergent": self.first_divergent,
                 "first_divergent_graph": first.graph if first else None,
+                "notes": list(self.notes),
                 "rows": [asdict(row) for row in self.rows]}
 
     def to_json(self, **kwargs) -> str:
@@ -89,7 +91,7 @@ class CompareReport:
         for row in self.rows:
             status = "ok" if row.ok else "DIVERGES"
             lines.append((row.graph, row.node + ("" if row.output == "0" else f"[{row.output}]"), row.target,
-                          ",".join(row.ge_types), row.dtype, _num(row.max_abs), _num(row.max_rel),
+                          ",".join(row.ge_types) or "-", row.dtype, _num(row.max_abs), _num(row.max_rel),
                           _num(row.chained_abs), f"{row.atol:g}/{row.rtol:g}", status))
         widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
         text = ["  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
@@ -104,6 +106,7 @@ class CompareReport:
         notes = [row for row in self.rows if row.note]
         for row in notes:
             text.append(f"  note {row.graph} {row.node}: {row.note}")
+        text.extend(f"note: {note}" for note in self.notes)
         return "\n".join(text)
 
     def picture(self, index: int | str = 0, **kwargs):

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..._base.paths import shown, special_file
 from .compare import compare
 from .group import case_group, needs_group, with_group_names
 from .result import CaseResult
@@ -93,7 +94,10 @@ def import_setup(name: str):
     if not name.endswith(".py"):
         module = importlib.import_module(name)
     else:
-        module_name = f"_declared_setup_{zlib.crc32(name.encode())}"
+        kind = special_file(name)
+        if kind is not None:  # a FIFO would block the import, a device never end it
+            raise ImportError(f"{shown(name)}: the path is {kind}, not a regular file")
+        module_name = f"_declared_setup_{zlib.crc32(name.encode('utf-8', 'surrogateescape'))}"
         spec = importlib.util.spec_from_file_location(module_name, name)
         if spec is None:
             raise ImportError(f"cannot load setup file {name}")
@@ -123,9 +127,9 @@ def target_name(target) -> str:
 
 def declared_converters() -> dict:
     """TorchAir's declared converters (target -> Converter), custom-op converters included."""
-    from ..._simulator import load_torchair
+    from ..._simulator import load_simulated_torchair
 
-    load_torchair()
+    load_simulated_torchair()
     from torchair._ge_concrete_graph.fx2ge_converter import (
         _declare_supported_converters,
     )

@@ -39,6 +39,8 @@ class DeclaredCasesCommand(Command):
         import json
         from pathlib import Path
 
+        from ..._base.paths import shown
+        from .._shared.command import one_line
         from .cases import CaseResult, enumerate_cases, import_setup
         from .group import rank_scaled_timeouts
         from .pool import run_cases
@@ -49,7 +51,7 @@ class DeclaredCasesCommand(Command):
             try:
                 known = read_known(args.check)
             except (OSError, ValueError) as exc:
-                print(f"error: {exc}", file=sys.stderr)
+                print(f"error: {shown(exc)}", file=sys.stderr)
                 return 2
         if args.from_json:  # report on a saved run instead of running the cases
             try:
@@ -57,15 +59,20 @@ class DeclaredCasesCommand(Command):
                 results = [CaseResult(**r) for r in saved
                            if not args.prefix or any(r["case_id"].startswith(p) for p in args.prefix)]
             except OSError as exc:
-                print(f"error: cannot read {args.from_json}: {exc.strerror or exc}", file=sys.stderr)
+                print(f"error: cannot read {shown(args.from_json)}: {exc.strerror or shown(exc)}", file=sys.stderr)
                 return 2
             except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not JSON, or not a saved --json run
-                print(f"error: {args.from_json} is not the JSON a `declared-cases --json` run writes: "
-                      f"{type(exc).__name__}: {exc}", file=sys.stderr)
+                print(f"error: {shown(args.from_json)} is not the JSON a `declared-cases --json` run writes: "
+                      f"{shown(one_line(exc))}", file=sys.stderr)
                 return 2
         else:
             for module in args.setup or []:
-                import_setup(module)
+                try:
+                    import_setup(module)
+                except Exception as exc:  # a module that is missing, not Python, or fails: name it
+                    print(f"error: {shown(module)}: the --setup module cannot be imported: {shown(one_line(exc))}",
+                          file=sys.stderr)
+                    return 2
             cases = enumerate_cases(args.prefix or ())
             if not cases:
                 print(f"error: no declared case matches the prefixes {args.prefix}", file=sys.stderr)
@@ -77,7 +84,7 @@ class DeclaredCasesCommand(Command):
         try:
             previous = read_known(args.write_known) if args.write_known and Path(args.write_known).exists() else {}
         except (OSError, ValueError) as exc:  # an existing --write-known file that is not a known-failures file
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {shown(exc)}", file=sys.stderr)
             return 2
         summary = summarize(results, known or previous)
         print(summary_text(summary))
@@ -94,7 +101,7 @@ class DeclaredCasesCommand(Command):
                 count = write_known(args.write_known, results, previous, keep_unrun=bool(args.prefix))
                 print(f"wrote {args.write_known}: {count} known failures")
         except OSError as exc:  # an output file that cannot be written
-            print(f"error: cannot write {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"error: cannot write {shown(exc.filename or '')}: {exc.strerror or shown(exc)}", file=sys.stderr)
             return 2
         if known is not None:
             outcome = check_known(results, known, all_cases_ran=not args.prefix)

@@ -15,8 +15,10 @@ depend on it), else one. Rank 0 is this process; ranks 1.. are forked from it (t
 already loaded, so they start at once; one OpenMP thread each), build the same inputs (seeded by the
 case id), run the same case (compiled, then eager, so their collectives pair up with rank 0's) and
 report their own result through a pipe; the case passes only when every rank's does. Every wait is
-bounded (the ranks have STARTUP_SECONDS to join, each collective COLLECTIVE_SECONDS), and the peers
-are killed by pid when the case ends. A case asking for more than MAX_RANKS ranks is refused.
+bounded (the ranks have STARTUP_BASE_SECONDS + STARTUP_SECONDS_PER_RANK per rank to join, each collective
+COLLECTIVE_SECONDS_PER_RANK per rank), and the peers
+are killed by pid when the case ends, and by the kernel when the worker that forked them ends
+(`_base.processes.die_with_parent`). A case asking for more than MAX_RANKS ranks is refused.
 """
 from __future__ import annotations
 
@@ -32,15 +34,23 @@ import time
 
 import torch
 
+from ..._base.processes import die_with_parent
 from .result import CaseResult
 
 _GROUP_ARGUMENT = re.compile(r"hcom|group(_\w+)?")
-COLLECTIVE_SECONDS = 60  # each collective wait (gloo, the simulator's agreement)
-STARTUP_SECONDS = 120  # for every rank to join
+# Per rank of the case's world: the ranks are processes sharing the host's cores, so 8 ranks compiling on 2 loaded
+# cores take several times one rank's time to reach a collective or to join (a fixed 60 s / 120 s timed out).
+COLLECTIVE_SECONDS_PER_RANK = 30  # each collective wait (gloo, the simulator's agreement)
+STARTUP_SECONDS_PER_RANK = 30  # for every rank to join, on top of STARTUP_BASE_SECONDS
+STARTUP_BASE_SECONDS = 60
 MAX_RANKS = 8
 _TIMEOUT_VARIABLE = "OP_PLUGIN_COLLECTIVE_TIMEOUT"  # read by the simulator's collectives
 
-_active_name: str | None = None  # the group's name while a case group is open
+_active_name: str | None = None
+
+
+def _startup_seconds(size: int) -> int:
+    return STARTUP_BASE_SECONDS + STARTUP_SECONDS_PER_RANK * size  # the group's name while a case group is open
 
 
 def group_arguments(target) -> tuple[str, ...]:
@@ -84,9 +94,9 @@ def _joined(store, rank: int, size: int):
         raise RuntimeError("declared case: the op takes a communicator name but torch.distributed is already "
                            "initialised in this process; its case group cannot be created")
     previous = os.environ.get(_TIMEOUT_VARIABLE)
-    os.environ[_TIMEOUT_VARIABLE] = str(COLLECTIVE_SECONDS)
+    os.environ[_TIMEOUT_VARIABLE] = str(COLLECTIVE_SECONDS_PER_RANK * size)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=size,
-                            timeout=datetime.timedelta(seconds=STARTUP_SECONDS))
+                            timeout=datetime.timedelta(seconds=_startup_seconds(size)))
     try:
         _active_name = hccl_comm_name()
         yield _active_name
@@ -104,7 +114,7 @@ def _store(port: int, size: int, master: bool, listening: socket.socket | None =
     store closes the descriptor when it is destroyed)."""
     import torch.distributed as dist
 
-    return dist.TCPStore("127.0.0.1", port, size, master, timeout=datetime.timedelta(seconds=STARTUP_SECONDS),
+    return dist.TCPStore("127.0.0.1", port, size, master, timeout=datetime.timedelta(seconds=_startup_seconds(size)),
                          wait_for_workers=False,  # the master starts the peers after it listens
                          master_listen_fd=None if listening is None else listening.detach())
 
@@ -133,10 +143,12 @@ class _Peers:
     def __init__(self, case, size: int, port: int, run, listening: socket.socket):
         self.run = run  # run(case) -> CaseResult, on each peer
         self.peers = []  # (rank, pid, read end of its result pipe)
+        parent = os.getpid()
         for rank in range(1, size):
             read, write = os.pipe()
             pid = os.fork()
             if pid == 0:  # the peer: never returns
+                die_with_parent(parent)  # a worker killed mid-case (its run ended) takes its ranks along
                 os.close(read)
                 listening.close()
                 _peer(case, self.run, rank, size, port, write)
@@ -145,7 +157,9 @@ class _Peers:
 
     def fold(self, result):
         """Rank 0's result, or the first other rank's where rank 0 passed and it did not."""
-        deadline = time.monotonic() + 2 * COLLECTIVE_SECONDS  # one bound for all peers: they run side by side
+        # one bound for all peers (they run side by side): joining, then a collective's wait, twice
+        deadline = time.monotonic() + _startup_seconds(len(self.peers) + 1) + 2 * COLLECTIVE_SECONDS_PER_RANK * (
+            len(self.peers) + 1)
         for rank, _, read in self.peers:
             ready, _, _ = select.select([read], [], [], max(0.0, deadline - time.monotonic()))
             line = _read_all(read) if ready else b""

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..._base.processes import PARENT_VARIABLE, die_with_parent_from_environment
 from .cases import CaseResult
 
 STARTUP_SECONDS = 300  # loading torch + TorchAir, on a loaded 2-core machine
@@ -38,8 +39,11 @@ class _Worker:
             command += ["--setup", module]
         if memory_limit_gb:
             command += ["--memory-limit-gb", str(memory_limit_gb)]
+        # Its own session (a Ctrl-C in the terminal reaches the parent only, which stops it and its ranks); it
+        # ends with this process however that ends (the parent's pid lets it check: _worker_main).
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     start_new_session=True, env={**os.environ, WORKER_ENV: "1"})
+                                     start_new_session=True,
+                                     env={**os.environ, WORKER_ENV: "1", PARENT_VARIABLE: str(os.getpid())})
         self.ready = False
 
     def ask(self, line: str | None, timeout: float) -> str | None:
@@ -89,6 +93,7 @@ def run_cases(case_ids: list[str], *, workers: int = 2, timeout: float = 120.0, 
     lock = threading.Lock()
     failures: list[BaseException] = []
     live: set[_Worker] = set()  # killed if the caller is interrupted (workers run in their own sessions)
+    stopping = threading.Event()  # the caller was interrupted: no slot starts another case or worker
 
     def record(result: CaseResult) -> None:
         with lock:
@@ -96,39 +101,48 @@ def run_cases(case_ids: list[str], *, workers: int = 2, timeout: float = 120.0, 
         if on_result is not None:
             on_result(result)
 
+    def retire(worker: _Worker) -> None:
+        with lock:
+            live.discard(worker)
+        worker.stop()
+
     def slot() -> None:
         worker = None
         try:
-            while True:
+            while not stopping.is_set():
                 try:
                     case_id = todo.get_nowait()
                 except queue.Empty:
                     return
                 if worker is None:
-                    worker = _start(list(setup), memory_limit_gb)
-                    live.add(worker)
+                    with lock:  # a worker exists only in `live`, where an interruption finds it
+                        if stopping.is_set():
+                            return
+                        worker = _Worker(list(setup), memory_limit_gb)
+                        live.add(worker)
+                    _await_ready(worker)
                 started = time.monotonic()
                 limit = case_timeouts.get(case_id, timeout)
                 answer = worker.ask(case_id, limit)
                 if answer:
                     record(CaseResult(**json.loads(answer)))
                     continue
+                if stopping.is_set():
+                    return  # its worker was stopped by the interruption, not by the case
                 if answer is None:
                     result = CaseResult(case_id, "timeout", f"no result within {limit:g} s (worker killed)")
                 else:
                     worker.proc.wait()
                     result = CaseResult(case_id, "crash", _exit_reason(worker))
                 result.seconds = round(time.monotonic() - started, 3)
-                live.discard(worker)
-                worker.stop()
+                retire(worker)
                 worker = None
                 record(result)
         except BaseException as error:  # reported by the caller
             failures.append(error)
         finally:
             if worker is not None:
-                live.discard(worker)
-                worker.stop()
+                retire(worker)
 
     threads = [threading.Thread(target=slot, daemon=True) for _ in range(max(1, min(workers, len(case_ids))))]
     for thread in threads:
@@ -136,8 +150,11 @@ def run_cases(case_ids: list[str], *, workers: int = 2, timeout: float = 120.0, 
     try:
         for thread in threads:
             thread.join()
-    except BaseException:  # Ctrl-C: no worker outlives the run
-        for worker in list(live):
+    except BaseException:  # Ctrl-C, SIGTERM, SIGHUP (processes.Terminated): no worker outlives the run
+        stopping.set()
+        with lock:
+            running = list(live)
+        for worker in running:
             worker.stop()
         raise
     if failures:
@@ -145,14 +162,12 @@ def run_cases(case_ids: list[str], *, workers: int = 2, timeout: float = 120.0, 
     return [results[case_id] for case_id in case_ids]
 
 
-def _start(setup: list[str], memory_limit_gb: float | None) -> _Worker:
-    worker = _Worker(setup, memory_limit_gb)
+def _await_ready(worker: _Worker) -> None:
     answer = worker.ask(None, STARTUP_SECONDS)
     if not answer or answer.strip() != _READY:
         tail = worker.log_tail(10)
         worker.stop()
         raise RuntimeError(f"declared-cases worker did not start: {tail or 'no output'}")
-    return worker
 
 
 def _exit_reason(worker: _Worker) -> str:
@@ -163,6 +178,7 @@ def _exit_reason(worker: _Worker) -> str:
 
 
 def _worker_main(setup: list[str], memory_limit_gb: float | None) -> int:
+    die_with_parent_from_environment()  # SIGKILL when the declared-cases run ends, however it ends
     if memory_limit_gb:
         import resource
 

@@ -24,7 +24,7 @@ from .cases import CLASSES, FAILING, CaseResult
 from .._shared.progress import progress_bar
 
 REGENERATE = ("op-plugin declared-cases --workers 2 --json declared-cases.json "
-              "--markdown docs/declared-cases.md --write-known tests/data/declared_cases_known_failures.txt")
+              "--markdown docs/declared-cases.md --write-known tests/data/declared_cases_known_failures.txt --force")
 
 
 INVALID = "invalid-case"  # a known-failures verdict, not a result class (see the module docstring)
@@ -120,7 +120,13 @@ _LISTABLE = (*FAILING, "eager-unsupported", INVALID)
 
 def read_known(path) -> dict[str, KnownFailure]:
     known = {}
-    for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}:1: a known-failures file is UTF-8 text: {exc.reason}") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the known-failures file: {exc.strerror or exc}") from None
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

@@ -1,6 +1,7 @@
 """`op-plugin inspect MODULE:FACTORY`."""
 from __future__ import annotations
 
+import re
 import sys
 
 from .._shared.command import Command, add_backend_options, backend_options, call_factory
@@ -31,6 +32,11 @@ class InspectCommand(Command):
 
         from .graph_picture import GraphvizMissing, ge_graph_dot, render
 
+        out = Path(args.out)
+        refusal = _out_refusal(out, getattr(args, "force", False))
+        if refusal is not None:  # before the model is built: nothing run for an output that cannot be written
+            print(f"error: {refusal}", file=sys.stderr)
+            return 2
         try:
             model, inputs = call_factory(args.target)
         except ValueError as exc:
@@ -38,7 +44,6 @@ class InspectCommand(Command):
             return 2
         formats = [f.strip().lower() for f in args.format.split(",") if f.strip()]
         report = op_plugin.inspect(model, *inputs, dynamic=args.dynamic, **backend_options(args))
-        out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         written, status = [], 0
         for i, gm in enumerate(report.fx_graphs):
@@ -64,3 +69,25 @@ class InspectCommand(Command):
             print("note: no GE graph was produced (nothing was compiled)", file=sys.stderr)
         print("wrote:\n" + "\n".join(f"  {p}" for p in written))
         return status
+
+
+# The files inspect writes into --out: fx_graph_<i>.py, ge_graph_<i>.txt, .dot and the picture formats.
+_WRITTEN = re.compile(r"(fx_graph_\d+\.py|ge_graph_\d+\.\w+)")
+
+
+def _out_refusal(out, force: bool) -> str | None:
+    """Why `--out` cannot take this run's files: it is not a folder, or (without --force) it holds files of
+    an earlier run, which this one would replace."""
+    from ..._base.paths import shown
+
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        return f"{shown(out)}: --out names something that is not a folder"
+    if force:
+        return None
+    earlier = sorted(p.name for p in out.iterdir() if _WRITTEN.fullmatch(p.name))
+    if earlier:
+        return (f"{shown(out / earlier[0])}: --out holds the files of an earlier run ({len(earlier)}), which this "
+                "one would replace; pass --force to replace them, or choose another --out")
+    return None

@@ -15,6 +15,7 @@ import sympy
 import torch
 
 from ... import _registry
+from ..._base.errors import option_fix
 from ..._registry.fake_overrides import replaced_fake
 from .error_text import clean_message
 from .oracles import CheckSkipped, check_golden, check_oracle, custom_type_note
@@ -186,7 +187,7 @@ def check_backward(case: SampleCase) -> str:
     """The backward formula against autograd through the reference kernel, float32, a random
     cotangent on every floating output."""
     if not torch.is_grad_enabled():
-        raise CheckSkipped("--no-grad: inference only")
+        raise CheckSkipped(f"{option_fix('no_grad')}: inference only")   # --no-grad in the CLI, no_grad=True in Python
     if not _differentiable(case):
         raise CheckSkipped("no backward")
     reference = _registry.find(case.spec.qualname).reference

@@ -29,6 +29,7 @@ class UserTestsCommand(Command):
                                  "without a backward, in-place cache updates)")
 
     def run(self, args) -> int:
+        from ..._base.paths import shown
         from .checks import CHECKS
         from .runner import error_detail, failure_text, notes, run_yaml_checks, summary_table
 
@@ -39,7 +40,7 @@ class UserTestsCommand(Command):
         try:
             outcomes = run_yaml_checks(args.file, args.python or [], args.check, args.op, no_grad=args.no_grad)
         except Exception as exc:  # a YAML or import error: one line, exit 2
-            print(f"error: {error_detail(exc)}", file=sys.stderr)
+            print(f"error: {shown(error_detail(exc))}", file=sys.stderr)
             return 2
         if not outcomes:
             print(f"error: {args.file}: nothing to check (an --op that names no op of the file, or --check golden "

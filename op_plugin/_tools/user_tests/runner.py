@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from ... import _registry
+from ..._base.paths import shown, special_file
 from ..._registry.fake_overrides import warn_replaced_fakes
 from ..._registry.load import load_yaml, parse_yaml
 from ..._spec.model import OpSpec
@@ -52,6 +53,9 @@ def import_user_module(name: str) -> None:
     before (its decorators attach its pieces again after they were detached)."""
     if name.endswith(".py") or "/" in name:
         path = Path(name).resolve()
+        kind = special_file(path)
+        if kind is not None:  # a FIFO would block the import, a device never end it
+            raise ImportError(f"{shown(name)}: the path is {kind}, not a regular file")
         digest = hashlib.sha256(str(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
         module_name = f"{_PRIVATE_PREFIX}{digest}"
         spec = importlib.util.spec_from_file_location(module_name, path)
@@ -61,6 +65,11 @@ def import_user_module(name: str) -> None:
         sys.modules[module_name] = module  # dataclasses and pickle look the module up by name
         try:
             spec.loader.exec_module(module)
+        except (SyntaxError, OSError) as exc:  # not Python source, a folder, gone: say which file
+            sys.modules.pop(module_name, None)
+            line = getattr(exc, "lineno", None) or 1
+            raise ImportError(f"{shown(name)}:{line}: cannot import it: {type(exc).__name__}: "
+                              f"{getattr(exc, 'msg', None) or getattr(exc, 'strerror', None) or exc}") from exc
         except BaseException:
             sys.modules.pop(module_name, None)
             raise

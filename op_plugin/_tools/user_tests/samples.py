@@ -23,6 +23,7 @@ from ..._base.errors import OpPluginError
 from ..._registry.library import op_overload
 from ..._spec.dtypes import DTYPES, FLOATING
 from ..._spec.model import OpSpec, Sample, TensorSample
+from ..._spec.parse_samples import sample_size_problem
 from ..._spec.schema import ArgKind
 from .._shared.tolerances import tolerances
 
@@ -78,6 +79,11 @@ class SampleCase:
         """Fresh tensors for this sample; floating tensors require grad when asked."""
         sizes = dict(self.spec.dims)
         sizes.update(dims or {})
+        too_big = sample_size_problem(self.sample.values, sizes)
+        if too_big is not None:  # before anything is allocated
+            suffix, message = too_big
+            where = self.sample.location
+            raise OpPluginError(f"{where.with_field((where.field or f'samples[{self.index}]') + suffix)}: {message}")
         generator = torch.Generator().manual_seed(seed)
         given = dict(self.sample.values)
         args: list[Any] = []

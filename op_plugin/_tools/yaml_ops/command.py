@@ -9,28 +9,40 @@ from .._shared.command import Command
 class ValidateCommand(Command):
     name = "validate"
     help = "check YAML op definitions without registering them"
+    description = ("Check each file as `op_plugin.load_yaml` would load it, in the order given, registering "
+                   "nothing: its syntax, schemas and fields, its names against the ops already defined (op_plugin's, "
+                   "torch_npu's from the pinned wheel's operator list, the earlier files'), its GE types, and "
+                   "mappings onto CANN built-in types against their prototypes.")
 
     def add_arguments(self, parser):
         parser.add_argument("files", nargs="+")
 
     def run(self, args) -> int:
-        from ..._base.errors import YamlSpecError
-        from ..._registry.load import parse_yaml
+        from pathlib import Path
 
-        failed = 0
+        from ..._base.errors import YamlSpecError
+        from ..._registry.load import check_yaml
+
+        failed, earlier, seen = 0, [], set()
         for path in args.files:
+            resolved = Path(path).resolve()
             try:
-                specs = parse_yaml(path)
+                # every check load_yaml makes, nothing registered; a file given twice is, like a second
+                # load_yaml of it, no second definition
+                specs, problems = check_yaml(path, () if resolved in seen else earlier)
             except YamlSpecError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 failed += 1
                 continue
-            problems = builtin_mapping_problems(specs)
+            problems = [str(p) for p in problems] + builtin_mapping_problems(specs)
             for problem in problems:
                 print(f"error: {problem}", file=sys.stderr)
             if problems:
                 failed += 1
                 continue
+            if resolved not in seen:
+                seen.add(resolved)
+                earlier.extend(specs)  # a later file is checked as load_yaml would check it after this one
             print(f"ok: {path}: {len(specs)} op(s): {', '.join(s.qualname for s in specs)}")
         return 1 if failed else 0
 
@@ -71,7 +83,11 @@ class ListCommand(Command):
         from ... import _registry
 
         for path in args.yaml or []:
-            op_plugin.load_yaml(path)
+            try:
+                op_plugin.load_yaml(path)
+            except op_plugin.OpPluginError as exc:  # a located YamlSpecError (or a refusal naming the op)
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
         for st in sorted(_registry.loaded(), key=lambda s: s.qualname):
             spec = st.spec
             ge = f"GE {spec.ge.type}" if spec.ge else "no GE mapping"

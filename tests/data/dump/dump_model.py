@@ -4,7 +4,7 @@ import sys
 import torch
 from op_plugin import _simulator
 
-torchair = _simulator.load_torchair()
+torchair = _simulator.load_simulated_torchair()
 config = torchair.CompilerConfig()
 config.dump_config.enable_dump = True
 config.dump_config.dump_path = sys.argv[1]

@@ -109,7 +109,8 @@ def test_scatter_pa_kv_cache_refusals():
         npu.npu_scatter_pa_kv_cache(key, value, kc, vc, slots * 0, cache_mode="Norm")
     with pytest.raises(NotImplementedError, match="compressed"):
         npu.npu_scatter_pa_kv_cache(key, value, kc, vc, slots, seq_lens=slots, cache_mode="Norm")
-    with pytest.raises(ValueError, match="PA_NZ"):  # the default mode wants the NZ shape
+    # the default mode wants the NZ shape; a Norm-layout cache is told the fix (issue 37, item 7)
+    with pytest.raises(ValueError, match=r"PA_NZ takes .*has the Norm layout .*pass cache_mode=\"Norm\""):
         npu.npu_scatter_pa_kv_cache(key, value, kc, vc, slots)
 
 

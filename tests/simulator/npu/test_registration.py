@@ -112,12 +112,18 @@ def test_handle_undoes_and_redefines_in_a_fresh_process():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
-def test_nothing_is_defined_beside_a_torch_npu():
-    code = textwrap.dedent("""
-        import importlib.machinery, sys, types, torch
-        fake = types.ModuleType("torch_npu")  # an Ascend host's torch_npu, already imported
-        fake.__spec__ = importlib.machinery.ModuleSpec("torch_npu", None)
-        sys.modules["torch_npu"] = fake
+def test_nothing_is_defined_beside_a_torch_npu(tmp_path):
+    """An Ascend host's torch_npu (an installed torch-npu distribution: op_plugin takes no other torch_npu for
+    real, `_base.installed`) defines these ops itself."""
+    site = tmp_path / "site"
+    (site / "torch_npu").mkdir(parents=True)
+    (site / "torch_npu" / "__init__.py").write_text("")
+    (site / "torch_npu-2.13.0.dist-info").mkdir()
+    (site / "torch_npu-2.13.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch-npu\n"
+                                                                  "Version: 2.13.0\n")
+    code = textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(site)!r})
         from op_plugin._simulator.npu import ops as npu_ops
         assert npu_ops.define_npu_ops() is None
         assert not hasattr(torch.ops.npu, "npu_rms_norm")

@@ -24,9 +24,10 @@ when $OP_PLUGIN_CHECK_EVERY_CALL=1. Graph outputs are checked on every call. No 
 shares memory with an input,
 another output or a Const the plan keeps: GE gives each output its own buffer.
 
-Collectives (HcomAllReduce & co., `..collectives`) run on every call, never folded; on a plan's first
-run each one is preceded by the agreement of its group's ranks (`collectives.agree`), so a
-rank-divergent graph fails naming the node instead of hanging.
+Collectives (HcomAllReduce & co., `..collectives`) run on every call, never folded; on every call each
+one is preceded by the agreement of its group's ranks (`collectives.agree`; in the generated program
+too, `program.py`), so a rank-divergent call fails naming the node instead
+of hanging or aborting in gloo, also when only a later call's shapes differ between the ranks.
 
 Why this module is over 400 lines: building a plan and running it share the node table and its checks;
 what could stand alone already does (the straight-line program: program.py, what a plan keeps per
@@ -61,7 +62,8 @@ class _Step:
     run's value list it reads its inputs and writes its outputs."""
 
     __slots__ = ("op", "inputs", "attrs", "kernel", "builtin", "const", "checks", "fx_shapes",
-                 "arg_slots", "out_slots", "free_after", "folded", "collective", "writes_inputs")
+                 "arg_slots", "out_slots", "free_after", "folded", "collective", "writes_inputs", "kept_args",
+                 "guard_every_call")
 
     def __init__(self, op, inputs, attrs):
         self.op = op
@@ -79,6 +81,8 @@ class _Step:
         self.folded = False  # outputs fixed by the input signature: computed once per signature
         self.collective = op.type in collectives.GROUP_COLLECTIVES  # its group's ranks agree on it first
         self.writes_inputs = ()  # (output index, graph input index): a ref op writing a Data node's buffer
+        self.kept_args = ()  # (data input index, what it is): inputs fed a value the plan keeps between calls
+        self.guard_every_call = False  # a kernel not ours (a user's) reads kept values: checked on every call
 
 
 _UNFED = 0  # slot 0 always holds None
@@ -123,7 +127,7 @@ class GraphPlan:
             try:
                 step = _Step(op, data_refs, decode_attrs(op))
                 if op.type == "Const":
-                    step.const = decode_tensor_def(op.attr["value"].t, where=f"Const node {op.name!r}: ")
+                    step.const = _kept(op)
             except UnsupportedGeDtype as error:  # a dtype in an attr or a Const: name the node
                 message = str(error)
                 if op.name not in message:
@@ -158,8 +162,6 @@ class GraphPlan:
         self._prepare_outputs()
         # Signatures whose first call ran every node check; None: check every call.
         self._verified = None if self._check_every_call() else collections.OrderedDict()
-        # Until a run completes, each collective waits for its group's ranks to agree on it.
-        self._agreement_pending = any(step.collective for step in self._kernel_steps)
         self._program = None  # the generated program of the latest signature verified (for inspection)
 
     def _check_every_call(self) -> bool:
@@ -229,7 +231,25 @@ class GraphPlan:
                                                 for _, slot in step.out_slots}
         self.unfolded_steps = [step for step in self._kernel_steps if not step.folded]
         self._views_allowed = not any(is_ref_op(step.op) for step in self._kernel_steps)
+        self._find_kept_args()
         self._find_input_writes()
+
+    def _find_kept_args(self) -> None:
+        """The inputs of each kernel node that the plan feeds a value it keeps between calls: a Const, or
+        a folded node's output (kept per signature). No kernel may write one (GE's constants are read-only):
+        a write would change every later call (`_check_kept`)."""
+        kept = {}
+        for step in self.steps:
+            for _, slot in step.out_slots:
+                if step.const is not None:
+                    kept[slot] = f"the value of Const node {step.op.name!r}"
+                elif step.folded:
+                    kept[slot] = (f"the output of node {step.op.name!r} ({step.op.type}), which the plan computes "
+                                  "once per input signature")
+        for step in self._kernel_steps:
+            step.kept_args = tuple((index, kept[slot]) for index, slot in enumerate(step.arg_slots) if slot in kept)
+            # built-in kernels are checked on a signature's first call; a user's kernel on every call
+            step.guard_every_call = bool(step.kept_args) and not step.builtin
 
     def _find_input_writes(self) -> None:
         """A ref op (an output named like an input: ScatterNdUpdate's var, Assign's ref) fed straight
@@ -259,6 +279,57 @@ class GraphPlan:
                             and ((step.op.name, out_index) not in returned or step.op.type in IN_PLACE_TYPES):
                         writes.append((out_index, data_index[ref.node]))
             step.writes_inputs = tuple(writes)
+
+    def _check_kept(self, step, kept: list, versions: list, failed: bool = False) -> None:
+        """After `step`'s kernel ran on `kept` (the values it read that the plan keeps, with their version
+        counters before the call): a write into one restores the plan's constants and is an error naming the
+        node and the input; if the kernel `failed` anyway, its own error goes on (the constants restored)."""
+        for (index, what), value, version in zip(step.kept_args, kept, versions, strict=True):
+            if _version(value) != version:
+                self._restore_constants()
+                if failed:
+                    return  # the kernel raised (a reference kernel names its own write): that error goes on
+                op = step.op
+                name = op.input_desc[index].name if index < len(op.input_desc) else ""
+                raise GeExecutionError(
+                    f"node {op.name!r} ({op.type}) wrote into its input {index}{f' ({name!r})' if name else ''}, "
+                    f"{what}: the plan keeps that value for later calls, and a GE constant is read-only. A kernel "
+                    "may write only a ref input (an input its prototype names as an output too); for a YAML op, "
+                    "declare the write in the schema (`Tensor(a!)`) or write into a copy. The plan's constants "
+                    "are restored")
+
+    def guarded(self, step, call, kept: list):
+        """`call` (a node's prepared call in a generated program) checked for writes into `kept`, the values
+        the plan feeds it and keeps between calls (see `_check_kept`)."""
+        check = self._check_kept
+
+        def guarded_call(*args):
+            versions = [_version(value) for value in kept]
+            try:
+                result = call(*args)
+            except BaseException:
+                check(step, kept, versions, failed=True)
+                raise
+            check(step, kept, versions)
+            return result
+
+        return guarded_call
+
+    def _restore_constants(self) -> None:
+        """Every Const decoded again from the graph and every signature's folded values dropped (they are
+        computed again on the signature's next call): a value the plan keeps was written."""
+        for step in self.steps:
+            if step.const is not None:
+                step.const = _kept(step.op)
+                remember_ints(step.const)
+                for _, slot in step.out_slots[:1]:
+                    self._template[slot] = step.const
+        self.kept_storages = {step.const.untyped_storage().data_ptr() for step in self.steps
+                              if step.const is not None and step.const.numel() > 0}
+        self._kept_ids = frozenset(id(step.const) for step in self.steps if step.const is not None)
+        if self._verified is not None:
+            self._verified.clear()
+        self._program = None
 
     @staticmethod
     def write_inputs(step, outputs, inputs) -> None:
@@ -349,14 +420,24 @@ class GraphPlan:
         call each node was prepared with (for the specs of this call's inputs) to `calls`."""
         resolver = self.fx.resolver(inputs) if self.fx is not None else None
         observer = _observers[-1] if _observers else None
-        agree = self._agreement_pending
         fixed = self._fixed_slots
+        input_storages = None  # the graph inputs' storages, once a folded node needs them
         for step in self._kernel_steps:
             args = [values[slot] for slot in step.arg_slots]
-            if agree and step.collective:
+            if step.collective:
                 collectives.agree(step.op, step.attrs, args)
             specs = [spec_of(arg, slot in fixed) for arg, slot in zip(args, step.arg_slots, strict=True)]
-            call, outputs = _run_kernel(step, args, specs, resolver)
+            if step.kept_args:
+                kept = [args[index] for index, _ in step.kept_args]
+                versions = [_version(value) for value in kept]
+                try:
+                    call, outputs = _run_kernel(step, args, specs, resolver)
+                except BaseException:
+                    self._check_kept(step, kept, versions, failed=True)
+                    raise
+                self._check_kept(step, kept, versions)
+            else:
+                call, outputs = _run_kernel(step, args, specs, resolver)
             calls[step] = call
             if step.writes_inputs:
                 self.write_inputs(step, outputs, inputs)
@@ -364,15 +445,25 @@ class GraphPlan:
                 if index >= len(outputs):
                     raise GeExecutionError(f"a node reads {step.op.name}:{index}, which that node does not produce "
                                            f"(its kernel returned {len(outputs)} outputs)")
-                values[slot] = outputs[index]
+                value = outputs[index]
                 if step.folded:
-                    folded_values[slot] = outputs[index]
-                    remember_ints(outputs[index])
+                    if input_storages is None:
+                        input_storages = {_storage(t) for t in inputs if isinstance(t, torch.Tensor) and t.numel()}
+                    if isinstance(value, torch.Tensor) and (value.is_inference() or (
+                            value.numel() and _storage(value) in input_storages)):
+                        # an Identity or Reshape of a small integer input returns the caller's tensor (or a view):
+                        # kept for the signature's later calls, it would follow what the caller writes into it.
+                        # And a value kept between calls has a version counter (`_check_kept`), which a tensor
+                        # made under torch.inference_mode lacks.
+                        with torch.inference_mode(False):
+                            value = value.clone()
+                    folded_values[slot] = value
+                    remember_ints(value)
+                values[slot] = value
             for slot in step.free_after:
                 values[slot] = None
             if observer is not None:
                 observer(self, step.op, outputs)
-        self._agreement_pending = False
 
     def _data_value(self, inputs: list, values: list) -> None:
         """Fill the Data slots from the graph inputs, each checked against its Data desc."""
@@ -418,6 +509,18 @@ class GraphPlan:
 
 def _storage(tensor: torch.Tensor) -> int:
     return tensor.untyped_storage().data_ptr()
+
+
+def _kept(const_op) -> torch.Tensor:
+    """A Const node's value, as the plan keeps it between calls: with a version counter (`_check_kept`),
+    also when the plan is built under torch.inference_mode."""
+    with torch.inference_mode(False):
+        return decode_tensor_def(const_op.attr["value"].t, where=f"Const node {const_op.name!r}: ")
+
+
+def _version(tensor) -> int | None:
+    """The version counter of a value the plan keeps (None for a tensor without one: made under inference mode)."""
+    return None if not isinstance(tensor, torch.Tensor) or tensor.is_inference() else tensor._version
 
 
 def _kernel_for(op):

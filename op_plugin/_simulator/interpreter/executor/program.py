@@ -10,21 +10,27 @@ list and back, which costs about a microsecond per node, as much as a small kern
 layer is hundreds of nodes). The generated `program(inputs)` names every value as a local variable
 and writes out each call with its arguments. The source holds no kernel logic and no text from a
 user's YAML or graph: only generated names (`v<slot>` values, `c<slot>` fixed values, `k<n>` calls,
-`w<n>` node names, `s<n>` steps), list displays of them and integer indices; every object it uses
-(calls, constants, node names for messages) is bound in its namespace, never written into the text.
+`w<n>` node names, `s<n>` steps, `a<n>` a collective's agreement), list displays of them and integer
+indices; every object it uses (calls, constants, node names for messages) is bound in its namespace,
+never written into the text.
 
 Each graph input is read straight from `inputs` (converted as the signature says: a Python scalar to
 a tensor, a one-element array fed to a scalar Data node to 0-d), each Const and each folded node's
 output is bound once, a dynamic input's list is a list display, an unfed optional input None. It
 returns the values NetOutput reads. What it does is what `GraphPlan._run_checked` does, step for step:
-the same calls with the same arguments in the same order, ref ops writing the caller's tensors at the
-same point, values dropped after their last reader, a failing call named by its node. The per-node
-output checks are left out: they read dtypes and shapes, which the verified signature fixes.
+the same calls with the same arguments in the same order, each collective's agreement before its call,
+ref ops writing the caller's tensors at the same point, values dropped after their last reader, a
+failing call named by its node, a user's kernel that reads a Const or folded value checked for writing
+it (`GraphPlan.guarded`). The per-node output checks are left out: they read dtypes and shapes, which
+the verified signature fixes (so is the write check of built-in kernels, made on a signature's first call).
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
+from .. import collectives
 from ..binding import as_outputs
 from ..errors import GeExecutionError
 from .checks import kernel_failure
@@ -46,7 +52,7 @@ def build_program(plan, inputs: list, folded_values: dict, calls: dict):
     lines.append("    n = -1")
     lines.append("    try:")
     for position, step in enumerate(steps):
-        lines.extend("        " + line for line in _step_lines(position, step, calls[step], namespace, fixed))
+        lines.extend("        " + line for line in _step_lines(position, step, calls[step], namespace, fixed, plan))
     if not steps:  # every node folded, or the outputs are inputs and constants
         lines.append("        pass")
     lines.append("    except _GeExecutionError:")
@@ -79,13 +85,20 @@ def _read(slot: int, fixed: dict) -> str:
     return f"c{slot}" if slot in fixed else f"v{slot}"
 
 
-def _step_lines(position: int, step, call, namespace: dict, fixed: dict) -> list[str]:
+def _step_lines(position: int, step, call, namespace: dict, fixed: dict, plan) -> list[str]:
     kernel = step.kernel
+    if step.guard_every_call:  # a user's kernel reading a Const or folded value: checked for writing it, every call
+        call = plan.guarded(step, call, [fixed[step.arg_slots[index]] for index, _ in step.kept_args])
     namespace[f"k{position}"] = call
     namespace[f"w{position}"] = kernel.where
-    args = kernel.grouped([_read(slot, fixed) for slot in step.arg_slots])
+    flat = [_read(slot, fixed) for slot in step.arg_slots]
+    args = kernel.grouped(flat)
     shown = ["None" if arg is None else "[" + ", ".join(arg) + "]" if isinstance(arg, list) else arg for arg in args]
-    lines = [f"n = {position}", f"r = k{position}({', '.join(shown)})"]
+    lines = [f"n = {position}"]
+    if step.collective:  # its group's ranks agree on every call, as on the checked first one
+        namespace[f"a{position}"] = functools.partial(collectives.agree, step.op, step.attrs)
+        lines.append(f"a{position}([{', '.join(flat)}])")
+    lines.append(f"r = k{position}({', '.join(shown)})")
     convert = f"_as_outputs(r, w{position})"
     outs = step.out_slots
     if step.writes_inputs:

@@ -6,8 +6,9 @@ prototype. The `group` attr is resolved to a process group of this process (`..c
 names a gloo group ``tag=<pg tag>;rank_list=<ranks>`` on a CPU host; a graph built for HCCL is
 refused); ranks in attrs (root_rank, dest_rank, src_rank) are ranks within that group, as HCCL's are
 (TorchAir writes `_canonicalize_group_rank`'s group rank). Every gloo call is bounded by
-$OP_PLUGIN_COLLECTIVE_TIMEOUT. The executor never folds these nodes, and on the first run of a plan it
-has the ranks of each group agree on them before they run (`..collectives.agree`).
+$OP_PLUGIN_COLLECTIVE_TIMEOUT, and a failure says after how long it failed (measured) and which peers
+have ended. The executor never folds these nodes, and on every call it has the ranks of each group agree
+on them before they run (`..collectives.agree`).
 
 Counts and displacements are in elements, as CANN's prototypes document, and a displacement input
 left empty means the packed layout (prefix sums of the counts). HCCL's graph-mode launch kernels
@@ -28,10 +29,12 @@ computes it; HCCL's reduction order for fp16/bf16 on NPUs is not reproduced (doc
 from __future__ import annotations
 
 import math
+import time
+
 import torch
 from torch.distributed import distributed_c10d as c10d
 from ....._ge.values import ge_dtype_to_torch
-from ...collectives import for_cpu_tensors, process_group, timeout
+from ...collectives import for_cpu_tensors, peers_ended, process_group, timeout
 from ...registry import ge_kernel, refuse
 
 _FUSION = {"fusion": "fuses several collectives into one buffer: a schedule, not a value",
@@ -47,12 +50,33 @@ def _options(kind):
     return opts
 
 
-def _wait(work, what: str, group: str) -> None:
+def _wait(issue, what: str, group: str, p2p: bool = False) -> None:
+    """Run `issue()` (a gloo call, which returns its work) and wait for it; a failure names the collective, the
+    group, the time it took (measured) and the peers known to have ended."""
+    start = time.monotonic()
     try:
-        work.wait()
-    except RuntimeError as error:  # gloo's timeout (or a peer gone): say which collective and group
-        refuse(f"{what} on group {group!r} did not complete within {timeout().total_seconds():g} s "
-               f"(another rank did not run it, or failed): {error}")
+        work = issue()
+        if p2p:
+            work.wait(timeout())
+        else:
+            work.wait()
+    except RuntimeError as error:  # gloo's timeout, a peer gone, or gloo refusing: say which, and after how long
+        elapsed = time.monotonic() - start
+        limit = timeout().total_seconds()
+        ended = peers_ended(group)
+        if ended:
+            why = "; ".join(f"rank {r} has ended ({how})" for r, how in sorted(ended.items()))
+        elif elapsed >= 0.9 * limit:
+            why = (f"it did not complete within {limit:g} s: " + ("the peer did not post the matching receive/send"
+                   if p2p else "another rank did not run it") + ", or is stuck")
+        else:
+            why = "another rank failed or left the group"
+        refuse(f"{what} on group {group!r} failed after {elapsed:.1f} s: {why} (gloo: {_first_line(error)})")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _reduce_op(reduction: str):
@@ -145,7 +169,7 @@ def hcom_all_reduce(x, *, reduction, group):
     y = x.contiguous().clone()
     opts = _options(c10d.AllreduceOptions)
     opts.reduceOp = op
-    _wait(pg.allreduce([y], opts), f"HcomAllReduce({reduction})", group)
+    _wait(lambda: pg.allreduce([y], opts), f"HcomAllReduce({reduction})", group)
     return y
 
 
@@ -156,7 +180,7 @@ def hcom_all_gather(x, *, rank_size, group):
     if x.dim() == 0:
         refuse("x is 0-d; HcomAllGather stacks along dim 0")
     y = x.new_empty((rank_size * x.shape[0], *x.shape[1:]))
-    _wait(pg._allgather_base(y, x.contiguous(), _options(c10d.AllgatherOptions)),
+    _wait(lambda: pg._allgather_base(y, x.contiguous(), _options(c10d.AllgatherOptions)),
           "HcomAllGather", group)
     return y
 
@@ -172,7 +196,7 @@ def hcom_reduce_scatter(x, *, reduction, group, rank_size):
     y = x.new_empty((x.shape[0] // rank_size, *x.shape[1:]))
     opts = _options(c10d.ReduceScatterOptions)
     opts.reduceOp = op
-    _wait(pg._reduce_scatter_base(y, x.contiguous(), opts),
+    _wait(lambda: pg._reduce_scatter_base(y, x.contiguous(), opts),
           f"HcomReduceScatter({reduction})", group)
     return y
 
@@ -188,7 +212,7 @@ def hcom_broadcast(x, *, root_rank, group):
         opts = _options(c10d.BroadcastOptions)
         opts.rootRank = root_rank
         opts.rootTensor = 0
-        _wait(pg.broadcast([y], opts), "HcomBroadcast", group)
+        _wait(lambda y=y, opts=opts: pg.broadcast([y], opts), "HcomBroadcast", group)
         outputs.append(y)
     return tuple(outputs)
 
@@ -208,7 +232,7 @@ def hcom_all_to_all_v(send_data, send_counts, send_displacements, recv_counts, r
     flat = send_data.contiguous().reshape(-1)
     packed_in = _gather_pieces(flat, sends, sdispls, "send_data").contiguous()
     packed_out = flat.new_empty(sum(recvs))
-    _wait(pg.alltoall_base(packed_out, packed_in, recvs, sends, _options(c10d.AllToAllOptions)),
+    _wait(lambda: pg.alltoall_base(packed_out, packed_in, recvs, sends, _options(c10d.AllToAllOptions)),
           "HcomAllToAllV", group)
     return _keep_trailing(_place_pieces(packed_out, recvs, rdispls), send_data)
 
@@ -222,7 +246,7 @@ def hcom_all_to_all(x, *, group):
         refuse(f"x has {x.numel()} elements, which do not split in {pg.size()} equal pieces")
     flat = x.contiguous().reshape(-1)
     out = flat.new_empty(flat.numel())
-    _wait(pg.alltoall_base(out, flat, [], [], _options(c10d.AllToAllOptions)), "HcomAllToAll", group)
+    _wait(lambda: pg.alltoall_base(out, flat, [], [], _options(c10d.AllToAllOptions)), "HcomAllToAll", group)
     return out.reshape(x.shape)
 
 
@@ -260,7 +284,7 @@ def hcom_all_gather_v(x, send_count, recv_counts, recv_displacements, *, group):
     padded = x.new_zeros(widest)
     padded[:x.numel()] = x.contiguous().reshape(-1)
     gathered = x.new_empty(widest * pg.size())
-    _wait(pg._allgather_base(gathered, padded, _options(c10d.AllgatherOptions)),
+    _wait(lambda: pg._allgather_base(gathered, padded, _options(c10d.AllgatherOptions)),
           "HcomAllGatherV", group)
     packed = torch.cat([gathered[r * widest:r * widest + c] for r, c in enumerate(counts)])
     return _keep_trailing(_place_pieces(packed, counts, displs), x)
@@ -284,7 +308,7 @@ def hcom_reduce_scatter_v(x, recv_count, send_counts, send_displacements, *, red
     packed = _gather_pieces(x.contiguous().reshape(-1), counts, displs, "x").clone()
     opts = _options(c10d.AllreduceOptions)
     opts.reduceOp = op
-    _wait(pg.allreduce([packed], opts), f"HcomReduceScatterV({reduction})", group)
+    _wait(lambda: pg.allreduce([packed], opts), f"HcomReduceScatterV({reduction})", group)
     start = sum(counts[:pg.rank()])
     return _keep_trailing(packed[start:start + counts[pg.rank()]].clone(), x)
 
@@ -305,12 +329,8 @@ def _dtype_code(dtype: torch.dtype) -> int:
     return _DTYPES.index(dtype)
 
 
-def _p2p_wait(work, what: str, group: str) -> None:
-    try:
-        work.wait(timeout())
-    except RuntimeError as error:
-        refuse(f"{what} on group {group!r} did not complete within {timeout().total_seconds():g} s "
-               f"(the peer did not post the matching receive/send, or failed): {error}")
+def _p2p_wait(issue, what: str, group: str) -> None:
+    _wait(issue, what, group, p2p=True)
 
 
 @ge_kernel("HcomSend")
@@ -325,8 +345,8 @@ def hcom_send(x, *, group, sr_tag, dest_rank):
     header = torch.zeros(_HEADER, dtype=torch.int64)
     header[0], header[1] = _dtype_code(x.dtype), x.dim()
     header[2:2 + x.dim()] = torch.tensor(list(x.shape), dtype=torch.int64)
-    _p2p_wait(pg.send([header], dest_rank, sr_tag), f"HcomSend to group rank {dest_rank}", group)
-    _p2p_wait(pg.send([x.contiguous()], dest_rank, sr_tag), f"HcomSend to group rank {dest_rank}", group)
+    _p2p_wait(lambda: pg.send([header], dest_rank, sr_tag), f"HcomSend to group rank {dest_rank}", group)
+    _p2p_wait(lambda: pg.send([x.contiguous()], dest_rank, sr_tag), f"HcomSend to group rank {dest_rank}", group)
     return ()
 
 
@@ -338,7 +358,7 @@ def hcom_receive(*, group, sr_tag, src_rank, shape, dtype):
     _group_rank(pg, src_rank, "src_rank", group)
     expected = ge_dtype_to_torch(dtype, where="dtype: ")
     header = torch.empty(_HEADER, dtype=torch.int64)
-    _p2p_wait(pg.recv([header], src_rank, sr_tag), f"HcomReceive from group rank {src_rank}", group)
+    _p2p_wait(lambda: pg.recv([header], src_rank, sr_tag), f"HcomReceive from group rank {src_rank}", group)
     code, rank = int(header[0]), int(header[1])
     sent_shape = [int(d) for d in header[2:2 + rank].tolist()]
     sent_dtype = _DTYPES[code] if 0 <= code < len(_DTYPES) else None
@@ -347,5 +367,5 @@ def hcom_receive(*, group, sr_tag, src_rank, shape, dtype):
         refuse(f"group rank {src_rank} sends {sent_dtype} {sent_shape} but this node receives {expected} "
                f"{list(shape)}")
     y = torch.empty(sent_shape, dtype=expected)
-    _p2p_wait(pg.recv([y], src_rank, sr_tag), f"HcomReceive from group rank {src_rank}", group)
+    _p2p_wait(lambda: pg.recv([y], src_rank, sr_tag), f"HcomReceive from group rank {src_rank}", group)
     return y
