@@ -47,7 +47,13 @@ demo: setup
 test: setup
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --ignore=tests/zoo $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --ignore=tests/zoo --ignore=tests/virtual_npu $(PYTEST_ARGS)
+
+# The virtual NPU (docs/virtual-npu.md): each check a child process with the device up (about 6 minutes of
+# worker time, so a tier of its own, in CI).
+.PHONY: virtual-npu
+virtual-npu: setup
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 tests/virtual_npu
 
 # TorchAir's own declared converter cases through npugraph against eager, each in a guarded worker;
 # fails on any failing case not listed (with its reason) in the known-failures file (a few minutes).
@@ -85,9 +91,9 @@ distributed: setup
 torchair-smoke: setup
 	$(PY) tests/torchair_smoke/run.py $(TORCHAIR_SMOKE_ARGS)
 
-# What CI runs (.ci/run): the README's test command, then the declared cases, the distributed tier and the zoo
-# (on CPU tensors, then on the virtual NPU).
-ci: test declared-cases distributed zoo zoo-npu
+# What CI runs (.ci/run): the README's test command, then the virtual NPU, the declared cases, the distributed
+# tier and the zoo (on CPU tensors, then on the virtual NPU).
+ci: test virtual-npu declared-cases distributed zoo zoo-npu
 
 # Benchmarks: writes docs/benchmarks.md and docs/benchmarks-lowering.png (about 35 minutes: the last
 # one, bench/suite_time.py, runs CI's steps in a fresh clone; `python -m bench.run_all --skip suite_time`).

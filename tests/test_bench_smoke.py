@@ -123,5 +123,5 @@ def test_suite_time_reads_a_steps_pytest_summary_and_slowest_tests(tmp_path):
     failing = suite_time._run_step("failing", [sys.executable, "-c", "raise SystemExit(3)"], tmp_path)
     assert failing["rc"] == 3
     # the steps timed are .ci/run's own, in its order, after the set-up
-    assert [name for name, _ in suite_time.STEPS] == ["setup", "make test", "make declared-cases",
+    assert [name for name, _ in suite_time.STEPS] == ["setup", "make test", "make virtual-npu", "make declared-cases",
                                                      "make distributed", "make zoo", "make zoo-npu"]

@@ -29,6 +29,7 @@ from op_plugin._registry.load import parse_yaml
 from op_plugin._simulator.hosting.install import simulator_dir
 from op_plugin._tools.ascend_c.msopgen import check_msopgen_json, dumps, msopgen_ops
 from op_plugin._tools.ascend_c.opproto import opproto_sources, write_sources
+from op_plugin._base.paths import shown
 
 pytestmark = [pytest.mark.fuzz,
               pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")]
@@ -231,7 +232,8 @@ def _parse_or_located_error(path: Path):
     except YamlSpecError as error:
         location = error.location
         assert location.file == str(path) and 1 <= location.line <= len(path.read_text("utf-8").splitlines()) + 1
-        assert str(error).startswith(f"{path}:{location.line}:"), str(error)
+        # the file name as messages show it: control characters escaped (_base.paths.shown)
+        assert str(error).startswith(f"{shown(path)}:{location.line}:"), str(error)
         assert "cannot validate this op" not in str(error), f"a validator gap: {error}"
         return None
 
@@ -291,7 +293,8 @@ def _generate(specs):
     proto = opproto_sources(specs, builtin_types=set())
     msop = msopgen_ops(specs, builtin_types=set())
     for spec, message in proto.errors + msop.errors:
-        assert message.startswith(f"{spec.location.file}:{spec.location.line}: op '{spec.overload_name}'"), message
+        assert message.startswith(f"{shown(spec.location.file)}:{spec.location.line}: op '{spec.overload_name}'"), \
+            message
     check_msopgen_json(msop.ops)
     assert json.loads(dumps(msop.ops)) == msop.ops
     event(f"generator errors: {bool(proto.errors or msop.errors)}")
