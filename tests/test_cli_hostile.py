@@ -286,3 +286,15 @@ def test_sigterm_to_declared_cases_ends_its_worker(tmp_path):
             if leftover is not None and not _gone(leftover):
                 os.kill(leftover, signal.SIGKILL)
         proc.wait(timeout=60)
+
+
+def test_compare_dumps_escapes_folder_names(tmp_path):
+    from op_plugin._tools.compare.dumps import compare_dump_dirs
+
+    with pytest.raises(ValueError) as refused:
+        compare_dump_dirs(tmp_path / CONTROL, tmp_path)
+    assert "\x1b" not in str(refused.value) and "\\x1b" in str(refused.value)
+    (tmp_path / CONTROL).mkdir()
+    with pytest.raises(ValueError) as empty:
+        compare_dump_dirs(tmp_path / CONTROL, tmp_path)
+    assert "\x1b" not in str(empty.value) and "no dump files" in str(empty.value)

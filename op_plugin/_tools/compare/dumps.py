@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from ..._base.paths import shown  # names from the file system, control characters escaped
 from .report import error_of, within
 from .._shared.tolerances import tolerances
 
@@ -68,7 +69,7 @@ class DumpCompareReport:
 
 def _index(folder: Path) -> dict:
     if not folder.is_dir():
-        raise ValueError(f"{folder} is not a folder")
+        raise ValueError(f"{shown(folder)} is not a folder")
     found = {}
     for path in sorted(folder.rglob("*.npy")):
         match = _NAME.match(path.name)
@@ -77,8 +78,9 @@ def _index(folder: Path) -> dict:
         key = (path.parent.name, match["op"], match["io"], int(match["index"]))
         found[key] = (int(match["task"]), match["type"], path)
     if not found:
-        raise ValueError(f"{folder}: no dump files named {{op_type}}.{{op_name}}.{{task}}.{{stream}}.{{timestamp}}."
-                         "{input|output}.{index}.npy (convert an NPU dump with CANN's msaccucmp.py convert first)")
+        raise ValueError(f"{shown(folder)}: no dump files named "
+                         "{op_type}.{op_name}.{task}.{stream}.{timestamp}.{input|output}.{index}.npy (convert an NPU "
+                         "dump with CANN's msaccucmp.py convert first)")
     return found
 
 
