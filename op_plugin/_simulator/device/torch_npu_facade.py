@@ -111,13 +111,15 @@ class _Loader(importlib.abc.Loader):
         """Everything is set up in create_module."""
 
 
-def _importer_is_blind() -> bool:
-    """The import (or find_spec) comes from op_plugin or TorchAir: the first frame outside the import system."""
+def importer_is_blind(blind: tuple[str, ...] = _BLIND) -> bool:
+    """The import (or find_spec) a finder's find_spec is answering comes from a module whose top-level package is
+    in `blind` (op_plugin, TorchAir): the first frame outside the import system. Also used by
+    hosting/user_imports.py's finder."""
     frame = sys._getframe(2)
     while frame is not None:
         module = frame.f_globals.get("__name__") or ""
         if not module.startswith("importlib") and not frame.f_code.co_filename.startswith("<frozen importlib"):
-            return module.split(".", 1)[0] in _BLIND
+            return module.split(".", 1)[0] in blind
         frame = frame.f_back
     return False
 
@@ -128,7 +130,7 @@ class _Finder(importlib.abc.MetaPathFinder):
     active = False
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != NAME or not self.active or _importer_is_blind():
+        if fullname != NAME or not self.active or importer_is_blind():
             return None
         return importlib.machinery.ModuleSpec(NAME, _Loader(), origin=ORIGIN, is_package=True)
 

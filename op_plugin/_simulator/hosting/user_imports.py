@@ -26,20 +26,10 @@ import importlib.machinery
 import sys
 from typing import Any, Callable
 
-from ..device.torch_npu_facade import import_facade
+from ..device.torch_npu_facade import import_facade, importer_is_blind
 
 NAME = "torchair"
 _BLIND = ("op_plugin", "torchair")
-
-
-def _importer_is_blind() -> bool:
-    frame = sys._getframe(2)
-    while frame is not None:
-        module = frame.f_globals.get("__name__") or ""
-        if not module.startswith("importlib") and not frame.f_code.co_filename.startswith("<frozen importlib"):
-            return module.split(".", 1)[0] in _BLIND
-        frame = frame.f_back
-    return False
 
 
 class _Loaded(importlib.abc.Loader):
@@ -64,7 +54,7 @@ class _TorchairFinder(importlib.abc.MetaPathFinder):
         self.load = load
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != NAME or path is not None or _importer_is_blind():
+        if fullname != NAME or path is not None or importer_is_blind(_BLIND):
             return None
         import_facade()  # TorchAir's `__init__` imports torch_npu: on an Ascend host that brings it in
         module = self.load()
