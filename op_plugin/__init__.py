@@ -21,8 +21,6 @@ from ._base.errors import MissingImplementationError, OpPluginError, YamlSpecErr
 from ._registry.decorators import backward, converter, meta, reference, setup_context
 from ._registry.load import LoadedOps, is_loaded, load_yaml
 from ._spec.shipped import shipped_yaml_files
-from ._tools.compare.per_node import CompareReport, compare
-from ._tools.inspect.inspect import InspectReport, inspect
 
 __all__ = [
     "backward", "converter", "is_loaded", "load_torchair", "load_yaml", "LoadedOps", "meta", "reference",
@@ -46,15 +44,23 @@ _load_shipped()
 _backend.prepare_host()
 
 
+# The tools load on first use: `import op_plugin` stays cheap for a user who only loads YAML (issue 36);
+# `op_plugin.testing.oracle` works after a plain `import op_plugin`. Importing a module sets the attribute,
+# so this runs once per name.
+_LAZY = {"testing": ("testing", None),
+         "compare": ("_tools.compare.per_node", "compare"), "CompareReport": ("_tools.compare.report", "CompareReport"),
+         "inspect": ("_tools.inspect.inspect", "inspect"), "InspectReport": ("_tools.inspect.inspect", "InspectReport")}
+
+
 def __getattr__(name: str):
-    # `op_plugin.testing.oracle` after a plain `import op_plugin`: the module is imported on first use,
-    # so `import op_plugin` does not pay for it (importing it sets the attribute, so this runs once).
-    if name == "testing":
+    if name in _LAZY:
         import importlib
 
-        return importlib.import_module(f"{__name__}.testing")
+        module_name, attr = _LAZY[name]
+        module = importlib.import_module(f"{__name__}.{module_name}")
+        return module if attr is None else getattr(module, attr)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | {"testing"})
+    return sorted(set(globals()) | set(_LAZY))

@@ -200,7 +200,6 @@ def prepare_host() -> bool:
     if not on_ascend_host():
         _simulator.define_npu_ops()
         _simulator.load_torchair_before_collectives_trace()
-        _register_npugraph_ex_here()
         _serve_ascend_imports_on_the_virtual_npu()
         return False
     import torchair  # shipped inside torch_npu; importable once torch_npu is
@@ -211,20 +210,25 @@ def prepare_host() -> bool:
 
 def npugraph_ex(gm: torch.fx.GraphModule, example_inputs: list, mode: str | None = None,
                options: dict | None = None) -> Callable:
-    """`torch.compile(backend="npugraph_ex")` on a CPU host, where torch_npu (which registers that
-    name on an Ascend host) is absent: npugraph's mode "aclgraph", which runs the AOT graph with the
-    reference kernels and says so."""
+    """`torch.compile(backend="npugraph_ex")`. op_plugin declares the name as an entry point (so registering
+    it costs `import op_plugin` nothing: dynamo finds it when it looks the name up). torch_npu declares it too;
+    with torch_npu installed this is torch_npu's backend, whichever of the two entries dynamo picked. On a CPU
+    host it is npugraph's mode "aclgraph" (docs/virtual-npu.md for the virtual NPU)."""
+    if real_torch_npu():
+        return _torch_npu_npugraph_ex()(gm, example_inputs, mode=mode, options=options)
     del mode  # npugraph_ex has one mode
     return compile_graph(gm, example_inputs, NpuGraphConfig.from_options({**(options or {}), "mode": "aclgraph"}))
 
 
-def _register_npugraph_ex_here() -> None:
-    from torch._dynamo.backends import registry
+def _torch_npu_npugraph_ex() -> Callable:
+    """torch_npu's own `npugraph_ex` entry point (torch_npu.dynamo's), never op_plugin's."""
+    from importlib.metadata import entry_points
 
-    # Without torch_npu installed nothing else registers the name (torch_npu's entry point does);
-    # looking it up would scan every entry point at import, seconds.
-    if not real_torch_npu() and "npugraph_ex" not in registry._COMPILER_FNS:
-        registry.register_backend(npugraph_ex, name="npugraph_ex")
+    for entry in entry_points(group="torch_dynamo_backends", name="npugraph_ex"):
+        if entry.dist is not None and entry.dist.name.replace("_", "-").lower() == "torch-npu":
+            return entry.load()
+    raise OpPluginError("npugraph_ex: torch_npu is installed but declares no npugraph_ex backend; "
+                        "reinstall torch-npu 2.13.0")
 
 
 def _serve_ascend_imports_on_the_virtual_npu() -> None:

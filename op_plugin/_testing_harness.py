@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch._dynamo  # reset() below may run before any torch.compile has imported it
 
 from ._ge.builtin_prototypes import builtin_prototype
 from ._ge.ir import AttrType, InputKind, OutputKind, IrPrototype

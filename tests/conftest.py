@@ -7,6 +7,7 @@ os.environ["TORCHINDUCTOR_ERROR_ON_CUSTOM_OP_ALIASING"] = "1"
 
 import pytest
 import torch
+import torch._functorch.config
 
 import op_plugin  # noqa: F401  (registers the shipped ops)
 from op_plugin.testing import sample_cases

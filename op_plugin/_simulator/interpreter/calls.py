@@ -141,6 +141,10 @@ _ops: dict[str, GeOp] = {}
 def ge_op(op_type: str) -> GeOp:
     """The kernel of `op_type` as a directly callable GE op: the active kernel (a replaced built-in
     runs its replacement, as a graph would)."""
+    if not _ops:
+        # The built-in kernels register when their package is imported; torch_npu's eager ops need them
+        # only when first called, so `import op_plugin` loads none.
+        from . import kernels  # noqa: F401
     op = _ops.get(op_type)
     if op is None or op.entry is not lookup_kernel(op_type):
         op = _ops[op_type] = GeOp(op_type)

@@ -5,7 +5,6 @@ and refuse: the schedulers read and write device memory that the context only po
 devices (that module says why in full). The adapters name the op in the refusal."""
 from __future__ import annotations
 
-from ..interpreter import kernels  # noqa: F401  (registers the GE kernels ge_op calls)
 from ..interpreter.calls import ge_op
 from .checks import named_refusals
 

@@ -42,7 +42,6 @@ Semantics from CANN's operator docs (ops-transformer ``attention/scatter_pa_kv_c
 """
 from __future__ import annotations
 
-from ..interpreter import kernels  # noqa: F401  (registers the GE kernels ge_op calls)
 from ..interpreter.calls import ge_op
 from ..interpreter.errors import KernelError
 from .checks import named_refusals

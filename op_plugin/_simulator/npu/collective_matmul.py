@@ -34,7 +34,6 @@ import torch
 from .checks import named_refusals
 from .quant import scalar_dtype
 from ..._ge.values import TORCH_TO_GE
-from ..interpreter import kernels  # noqa: F401  (registers the GE kernels ge_op calls)
 from ..interpreter.calls import ge_op
 
 _UNDEFINED_DTYPE = 28  # GE DT_UNDEFINED

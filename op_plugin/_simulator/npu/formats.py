@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from ..._ge.values import TORCH_TO_GE
-from ..interpreter.kernels.formats import pack_int4 as ge_pack_int4
+from ..interpreter.lowbit_formats import pack_int4 as ge_pack_int4
 
 FP8_LARGEST = {torch.float8_e5m2: 57344.0, torch.float8_e4m3fn: 448.0}
 # torch's ScalarType numbers and torch_npu's own dtype numbers (what an `int dst_dtype` carries) for fp8.
@@ -125,7 +125,7 @@ def ge_number(dtype: torch.dtype) -> int:
 
 def packed_int4(y: torch.Tensor) -> torch.Tensor:
     """A DT_INT4 output (torch.int4, one per byte) as torch_npu's eager ops return it: 8 per int32 along the last
-    dim, as TorchAir's converters Bitcast it (the same GE Bitcast kernel: ``interpreter/kernels/formats.py``)."""
+    dim, as TorchAir's converters Bitcast it (the same GE Bitcast kernel: ``interpreter/lowbit_formats.py``)."""
     return ge_pack_int4(y, torch.int32, keep_dim=True)
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import torch
 
-from ..interpreter import kernels  # noqa: F401  (registers the GE kernels ge_op calls)
 from ..interpreter.calls import ge_op
 from ..interpreter.errors import KernelError
 from .checks import named_refusals

@@ -14,7 +14,6 @@ schedule); their elastic scaling, special experts, shared_expert_x and dtype arg
 """
 from __future__ import annotations
 
-from ..interpreter import kernels  # noqa: F401  (registers the GE kernels ge_op calls)
 from ..interpreter.calls import ge_op
 from .checks import named_refusals
 

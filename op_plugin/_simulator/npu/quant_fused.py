@@ -8,7 +8,7 @@ onto the GE op (semantics, precision and refusals in ``interpreter/kernels/quant
 returns them and names the op in every refusal (``formats.named_refusals``):
 
 * ``npu_anti_quant`` -> AscendAntiQuantV2 (sqrt_mode false; ``custom/npu_anti_quant.py``): an int32 x carries
-  int4, unpacked by the converter's Bitcast (``interpreter/kernels/formats.unpack_int4``); src_dtype must agree with
+  int4, unpacked by the converter's Bitcast (``interpreter/lowbit_formats.unpack_int4``); src_dtype must agree with
   x (the converter's checks); dst_dtype None is float16.
 * ``npu_trans_quant_param`` -> TransQuantParamV2 (``custom/transquantparam.py``).
 * ``npu_dequant_swiglu_quant`` -> DequantSwigluQuant: quant_mode 1 "dynamic" (else "static"), round_mode 0-4
@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from ..interpreter.calls import ge_op
-from ..interpreter.kernels.formats import unpack_int4
+from ..interpreter.lowbit_formats import unpack_int4
 from .checks import named_refusals
 from .formats import fail, ge_number, int_out, packed_int4, scalar_dtype
 

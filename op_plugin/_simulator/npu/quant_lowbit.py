@@ -4,7 +4,7 @@ packed into int32).
 
 On an NPU these eager ops call the same CANN kernels their GE types run in graph mode, so each maps its arguments
 onto the GE op (semantics, rounding and refusals in ``interpreter/kernels/quant/quant_max.py`` and
-``quant/rotate_quant.py``; the formats in ``interpreter/kernels/formats.py``), packs int4 outputs 8 per int32 as
+``quant/rotate_quant.py``; the formats in ``interpreter/lowbit_formats.py``), packs int4 outputs 8 per int32 as
 the converters' Bitcast does (``formats.packed_int4``) and names the op in every refusal:
 
 * ``npu_quant_max`` -> QuantMax, or GroupedQuantMax with a group_list of more than one element (torch_npu's doc:

@@ -25,8 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..interpreter.calls import ge_op
-from ..interpreter.kernels import formats as mx
-from ..interpreter.kernels.quant import mx_quant
+from ..interpreter import lowbit_formats as mx
 from .checks import named_refusals
 
 
@@ -150,6 +149,8 @@ def npu_anti_mx_quant(x, mxscale, *, axis=-1, dst_type=15, src_type=292):
         if src is mx.E1M2:   # no dtype carries e1m2 into AntiMxQuant (see the module doc): the kernel's formula
             if not -x.dim() <= axis < x.dim():
                 raise ValueError(f"npu::{op}: axis={axis} is out of range for x of rank {x.dim()}")
+            from ..interpreter.kernels.quant import mx_quant  # on first use: `import op_plugin` loads no kernel
+
             return mx_quant.anti_mx(mx.fp4_values(codes, src), mxscale.view(torch.uint8), axis).to(dst[1])
         x = codes.view(torch.float4_e2m1fn_x2)
     elif x.dtype != src.torch_dtype:

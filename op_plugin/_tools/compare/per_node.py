@@ -35,6 +35,7 @@ import contextlib
 import warnings
 
 import torch
+import torch._dynamo  # reset() below may run before any torch.compile has imported it
 from torch.fx.node import map_arg
 
 from ... import _simulator

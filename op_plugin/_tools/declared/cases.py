@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+import torch._dynamo  # reset() below may run before any torch.compile has imported it
 
 from ..._base.paths import shown, special_file
 from .compare import compare

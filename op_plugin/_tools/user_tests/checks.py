@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import sympy
 import torch
+import torch._dynamo  # reset() below may run before any torch.compile has imported it
 
 from ... import _registry
 from ..._base.errors import option_fix

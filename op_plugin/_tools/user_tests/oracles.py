@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch._dynamo  # reset() below may run before any torch.compile has imported it
 
 from ... import _registry
 from ..._base.errors import OpPluginError

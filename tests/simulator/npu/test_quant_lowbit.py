@@ -11,8 +11,8 @@ import torch
 
 from tests.simulator._lowbit_oracles import (code_value as _code_value, nearest_code as _nearest_code,
                                              pack_loop as _pack_loop)
-from op_plugin._simulator.interpreter.kernels.formats import fp8_saturating_rint
-from op_plugin._simulator.interpreter.kernels.formats import pack_int4 as ge_pack_int4
+from op_plugin._simulator.interpreter.lowbit_formats import fp8_saturating_rint
+from op_plugin._simulator.interpreter.lowbit_formats import pack_int4 as ge_pack_int4
 from op_plugin._simulator.npu.formats import pack_int4, to_fp8, unpack_int4
 from tests.simulator.npu.graph_equal import assert_eager_equals_graph as _bit_for_bit
 from op_plugin._testing_harness import assert_close, check_compiled, check_dynamic_sizes, run_node

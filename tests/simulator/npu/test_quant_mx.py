@@ -364,7 +364,7 @@ def test_refusals_name_the_op_and_case():
 
 
 def test_bitcast_fp4_round_trip():
-    from op_plugin._simulator.interpreter.kernels.formats import bitcast_fp4
+    from op_plugin._simulator.interpreter.lowbit_formats import bitcast_fp4
 
     codes = torch.tensor([[1, 2, 15, 8]], dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
     packed = bitcast_fp4(codes.reshape(1, 2, 2), torch.uint8, keep_dim=False)

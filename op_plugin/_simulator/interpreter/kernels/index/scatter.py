@@ -56,7 +56,7 @@ import torch
 from ...registry import ge_kernel, refuse
 from ..common import opmath
 from ..common import require_dtype
-from ..formats import fp8_saturating_rint
+from ...lowbit_formats import fp8_saturating_rint
 
 
 @ge_kernel("ScatterNdUpdate")

@@ -29,9 +29,9 @@ import torch
 
 from ....._ge.reg_op import parse_reg_ops
 from ...registry import ge_kernel, refuse
-from .. import formats as mx
+from ... import lowbit_formats as mx
 from ..common import require_int8, saturate_int8
-from ..formats import as_e8m0, as_ge, as_int4, check_fp4_last_dim, check_modes, mx_along
+from ...lowbit_formats import as_e8m0, as_ge, as_int4, check_fp4_last_dim, check_modes, mx_along
 
 _HALF = (torch.float16, torch.bfloat16)
 _GE_INT8, _GE_INT4 = 2, 29

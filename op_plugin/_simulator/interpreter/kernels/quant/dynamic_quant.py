@@ -27,7 +27,7 @@ import torch
 from ....._ge.reg_op import parse_reg_ops
 from ...registry import ge_kernel, refuse
 from ..common import attr_dtype
-from ..formats import as_int4
+from ...lowbit_formats import as_int4
 
 _HALF = (torch.float16, torch.bfloat16)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -89,7 +89,7 @@ def _smoothed(x, smooth_scales, group_index):
 
 
 # DT_INT8 / DT_INT4 -> the A2/A3 kernels' constants (dynamic_quant_base.h): symmetric C, asymmetric range R and
-# offset O; int4 results are DT_INT4 tensors (torch.int4, one per byte: kernels/formats.py)
+# offset O; int4 results are DT_INT4 tensors (torch.int4, one per byte: interpreter/lowbit_formats.py)
 _DYNAMIC_OUT = {_GE_INT8: (127.0, 255.0, 127.0), _GE_INT4: (7.0, 15.0, 7.0)}
 
 

@@ -33,8 +33,8 @@ import torch
 from ....._ge.reg_op import parse_reg_ops
 from ....._ge.values import TORCH_TO_GE
 from ...registry import ge_kernel, refuse
-from .. import formats as mx
-from ..formats import as_e8m0, as_ge, check_fp4_last_dim, check_modes, mx_along
+from ... import lowbit_formats as mx
+from ...lowbit_formats import as_e8m0, as_ge, check_fp4_last_dim, check_modes, mx_along
 
 # ops-nn quant/dynamic_mx_quant/op_graph/dynamic_mx_quant_proto.h as CANN writes it: the attr is `blocksize`, the
 # name TorchAir's generated DynamicMxQuant writes on the node (its docstring says block_size, which no node has).

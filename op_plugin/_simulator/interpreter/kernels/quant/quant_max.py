@@ -14,7 +14,7 @@ import torch
 
 from ....._ge.reg_op import parse_reg_ops
 from ...registry import ge_kernel, refuse
-from ..formats import FP8, fp8_saturating_rint
+from ...lowbit_formats import FP8, fp8_saturating_rint
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _GE_INT4, _GE_HIFLOAT8 = 29, 34

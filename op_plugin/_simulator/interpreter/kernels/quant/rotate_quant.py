@@ -18,7 +18,7 @@ import torch
 
 from ....._ge.reg_op import parse_reg_ops
 from ...registry import ge_kernel, refuse
-from ..formats import as_int4
+from ...lowbit_formats import as_int4
 
 _HALF = (torch.float16, torch.bfloat16)
 _GE_INT8, _GE_INT32, _GE_INT4, _GE_HIFLOAT8, _GE_FP4_E2M1 = 2, 3, 29, 34, 40

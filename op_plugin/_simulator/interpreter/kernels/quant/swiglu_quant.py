@@ -25,9 +25,9 @@ from __future__ import annotations
 import torch
 
 from ...registry import ge_kernel, refuse
-from .. import formats as mx
+from ... import lowbit_formats as mx
 from ..common import require_int8, saturate_int8
-from ..formats import as_e8m0, as_ge, check_fp4_last_dim, check_modes, mx_along
+from ...lowbit_formats import as_e8m0, as_ge, check_fp4_last_dim, check_modes, mx_along
 
 _ROUNDING = {"rint": torch.round, "round": lambda v: torch.sign(v) * torch.floor(v.abs() + 0.5),
              "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc}

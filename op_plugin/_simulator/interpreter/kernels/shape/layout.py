@@ -23,8 +23,8 @@ import torch
 from ....._ge.values import ge_dtype_to_torch
 from ...registry import ge_kernel, refuse
 from ..common import VIEWS_ALLOWED, fresh, int_list
-from ..formats import bitcast_fp4
-from ..formats import pack_int4, unpack_int4
+from ...lowbit_formats import bitcast_fp4
+from ...lowbit_formats import pack_int4, unpack_int4
 
 
 def _axis(what, axis, rank):

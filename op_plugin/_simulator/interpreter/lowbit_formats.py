@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import refuse
+from .errors import refuse
 
 
 @dataclass(frozen=True)
