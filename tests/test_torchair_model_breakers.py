@@ -337,11 +337,9 @@ print(sorted({name.split(".")[0] for _, _, files in os.walk(sys.argv[1]) for nam
 
 @pytest.mark.parametrize("layer, dumped", [(" Add ", ["Add", "Sub"]), (None, ["Sub"])],
                          ids=["with_layer", "scope_only"])
-@pytest.mark.xfail(strict=True, reason=(
-    "op_plugin/_simulator/hosting/data_dump.py dumps ge.exec.dumpLayer's nodes (every node without it) and ignores "
-    "torchair.scope.data_dump()'s nodes, which TorchAir adds to the dump's layer list (_set_dump_options_json, "
-    "then AclmdlSetDump, which the simulator's native module does not provide)"))
 def test_a_scoped_data_dump_dumps_the_scope(tmp_path, layer, dumped):
+    """Issue 34: a scoped dump writes the scope's nodes only, with dump_layer's too when it is given (TorchAir's
+    docs: the union of both); hosting/data_dump.py reads the scope from the nodes' torchair_enable_data_dump."""
     import subprocess
     import sys
 

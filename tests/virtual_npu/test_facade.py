@@ -58,3 +58,34 @@ def test_what_is_not_emulated_is_refused_by_name(tmp_path):
         assert hasattr(torch_npu.npu, "NPUGraph") and not hasattr(torch_npu.npu, "ExternalStream")
     """, tmp_path)
     assert out.split() == ["VirtualNpuMissing"] * 3
+
+
+def test_an_npu_op_without_the_unpacked_wheel_names_the_folder_and_the_fix(tmp_path):
+    """Issue 35: with no unpacked wheel torch_npu's ops are not defined; torch_npu.npu_rms_norm says why and what
+    to do, not only that the virtual NPU lacks it."""
+    empty = tmp_path / "empty-simulator"
+    empty.mkdir()
+    out = _ok("""
+        import warnings
+        warnings.simplefilter("ignore")
+        import torch, torch_npu
+        try:
+            torch_npu.npu_rms_norm
+        except AttributeError as error:
+            print(type(error).__name__, "|", error)
+    """, tmp_path, OP_PLUGIN_SIMULATOR_DIR=str(empty))
+    kind, message = out.strip().splitlines()[-1].split(" | ", 1)
+    assert kind == "VirtualNpuMissing" and message.startswith("torch_npu.npu_rms_norm: torch_npu's operators")
+    assert str(empty) in message and "op-plugin setup-simulator" in message
+
+
+def test_an_npu_op_without_an_eager_kernel_is_refused_by_name_on_npu_tensors(tmp_path):
+    """Issue 37: the boxed fallback runs the op's refusing CPU kernel, not torch's bare "Could not run"."""
+    out = _ok("""
+        import torch, torch_npu
+        try:
+            torch_npu.npu_fast_gelu(torch.randn(3, 4).npu())
+        except NotImplementedError as error:
+            print(error)
+    """, tmp_path)
+    assert out.startswith("npu::npu_fast_gelu: the CPU simulator has no eager kernel") and "npugraph" in out

@@ -60,6 +60,11 @@ class _Facade(types.ModuleType):
         try:
             return getattr(torch.ops.npu, name)
         except (AttributeError, RuntimeError):
+            from ..npu import ops as npu_ops  # here, not at import: the facade loads early, the op families late
+
+            undefined = npu_ops.missing_wheel_message()  # torch_npu's ops are read from the unpacked wheel
+            if undefined is not None:
+                raise VirtualNpuMissing(f"torch_npu.{name}: {undefined}") from None
             raise _missing(f"torch_npu.{name}", name) from None
 
     def __dir__(self):

@@ -22,10 +22,17 @@ needs CANN's tools to read anyway. task_id is the node's position in the execute
 Inputs of a node are the outputs of its producers in the same run, the graph inputs for Data
 nodes and the decoded value of Const nodes.
 
+Which nodes: those of a `torchair.scope.data_dump()` scope (TorchAir writes the attr `torchair_enable_data_dump`
+on each node made inside it) and those `ge.exec.dumpLayer` names, the union, as TorchAir documents the scope
+(docs/zh/ascend_ir/api/scope/data_dump.md: the scope and dump_layer both apply, the dump covers both); every
+node of a graph with neither. Read from the nodes themselves, per graph: TorchAir's per-graph layer list in the
+options file below holds the scoped nodes' types, not their names, so it names a scoped node only when its
+name happens to be its type.
+
 TorchAir also writes the model-dump options file (`ge_dump_data_json/dump_options_*.json`: the dump
 options and, per GE graph, its layer list) and hands it to ACL's `aclmdlSetDump`; the native stand-in's
 `AclmdlSetDump` gives it to `set_dump_file`, which reads and keeps it (`dump_file()`), refusing a file
-that is not that JSON. The dump itself follows the GE options above, as before.
+that is not that JSON. The dump itself follows the GE options and the scope's node attrs above.
 """
 from __future__ import annotations
 
@@ -193,7 +200,7 @@ def _dump_run(state: _GraphDump, step: int, inputs: list):
         task_id = next(task_ids)
         for index, tensor in enumerate(outputs):
             produced[(op.name, index)] = tensor.detach().clone()
-        if settings_now.layers is not None and op.name not in settings_now.layers:
+        if not _selected(plan, op, settings_now.layers):
             return
         stem = f"{_safe(op.type)}.{_safe(op.name)}.{task_id}.0.{time.time_ns() // 1000:016d}"
         if settings_now.mode in ("input", "all"):
@@ -206,6 +213,26 @@ def _dump_run(state: _GraphDump, step: int, inputs: list):
 
     with observing(observer):
         yield
+
+
+SCOPE_ATTR = "torchair_enable_data_dump"  # what torchair.scope.data_dump() writes on each node of its scope
+
+
+def _selected(plan, op, layers: frozenset | None) -> bool:
+    """Whether `op` is dumped: a node of a `torchair.scope.data_dump()` scope or one dumpLayer names (the union,
+    as TorchAir documents); every node when the graph has neither."""
+    scoped = _scoped_names(plan)
+    if layers is None and not scoped:
+        return True
+    return op.name in scoped or (layers is not None and op.name in layers)
+
+
+def _scoped_names(plan) -> frozenset:
+    cached = getattr(plan, "_op_plugin_dump_scope", None)
+    if cached is None:
+        cached = frozenset(op.name for op in plan.graph_def.op if SCOPE_ATTR in op.attr)
+        plan._op_plugin_dump_scope = cached
+    return cached
 
 
 def _node_inputs(plan, op, produced, graph_inputs) -> list:

@@ -49,22 +49,11 @@ from .checks import named_refusals
 
 def _scatter_pa(key, value, key_cache, value_cache, slot_mapping, compress_lens, compress_seq_offsets, seq_lens,
                 cache_mode):
-    try:
-        return ge_op("ScatterPaKvCache")(key, key_cache, slot_mapping, value, value_cache, compress_lens,
-                                         compress_seq_offsets, seq_lens, cache_mode=cache_mode or "Norm",
-                                         scatter_mode="None", strides=[1, 1], offsets=[0, 0])
-    except KernelError as error:
-        if cache_mode == "PA_NZ" and "PA_NZ takes" in str(error) and _norm_layout(key, key_cache):
-            # torch_npu's default is PA_NZ: a [blocks, block_size, N, D] cache was meant for Norm
-            raise KernelError(f"{error}; key_cache {tuple(key_cache.shape)} has the Norm layout [num_blocks, "
-                              "block_size, num_head, head_size]: pass cache_mode=\"Norm\" (the default, \"PA_NZ\", "
-                              "takes the FRACTAL_NZ layouts above)") from None
-        raise
-
-
-def _norm_layout(key, key_cache) -> bool:
-    """A key cache `[blocks, block_size, N, D]` for 3-D keys `[tokens, N, D]`."""
-    return key.dim() == 3 and key_cache.dim() == 4 and tuple(key_cache.shape[2:]) == tuple(key.shape[1:])
+    # A Norm-layout cache under the default PA_NZ: the GE kernel's refusal names cache_mode="Norm", for eager
+    # and graph mode alike (one refusal list per op, in its GE kernel).
+    return ge_op("ScatterPaKvCache")(key, key_cache, slot_mapping, value, value_cache, compress_lens,
+                                     compress_seq_offsets, seq_lens, cache_mode=cache_mode or "Norm",
+                                     scatter_mode="None", strides=[1, 1], offsets=[0, 0])
 
 
 @named_refusals("npu_scatter_pa_kv_cache_functional")

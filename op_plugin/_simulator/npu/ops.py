@@ -15,8 +15,9 @@ simulator installed, ``define_npu_ops()`` defines every op of the wheel's schema
 * CPU: a reference kernel (``npu_ops_reference``, ``npu_ops_attention``) where one exists;
 * Autograd: a refusal when an input requires grad (no backward is covered; torch's fallback
   would otherwise differentiate the CPU kernel's insides with only a warning).
-  Ops with only schema + Meta trace and compile (TorchAir lowers them) but raise the dispatcher's
-  "no kernel for CPU" error when called eagerly.
+  Every op without an eager kernel gets a CPU kernel that refuses by name and says whether graph mode can run
+  it (``eager_refusals``): with schema + Meta it traces and compiles (TorchAir lowers it), and runs where the
+  simulator has the GE kernels of what TorchAir's converter builds.
 
 Why before TorchAir: TorchAir's converters for these ops (``ge_converter/custom/*.py``) register
 against ``torch.ops.npu.<op>`` when its ``custom`` package is imported (at the first converter
@@ -31,15 +32,17 @@ from ``load_torchair()`` (the first npugraph compile). Never on an Ascend host: 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import threading
+import warnings
 from pathlib import Path
 
 import torch
 
 from ..._base.handles import RegistrationHandle
 from ..._base.installed import real_torch_npu
-from . import backward as npu_ops_backward, wheel_meta as npu_ops_wheel
+from . import backward as npu_ops_backward, eager_refusals, wheel_meta as npu_ops_wheel
 from .checks import naming_errors
 from ..._base import wheel as install  # where the unpacked wheel is, and whether it is complete
 
@@ -86,8 +89,49 @@ def torch_npu_present() -> bool:
     return real_torch_npu()
 
 
+class NpuOpsUndefinedWarning(UserWarning):
+    """torch_npu's operators could not be defined on this CPU host: the unpacked wheel is missing."""
+
+
+_warned_folders: set[str] = set()
+
+
+def missing_wheel_message() -> str | None:
+    """Why torch_npu's operators are not defined here, naming the folder and the fix; None when the unpacked
+    wheel is complete (or torch_npu itself is present)."""
+    if torch_npu_present():
+        return None
+    folder = install.simulator_dir()
+    missing = install.missing_parts(folder)
+    return _missing_wheel_text(folder, missing) if missing else None
+
+
+def _missing_wheel_text(folder: Path, missing: list[str]) -> str:
+    from ..._base.paths import shown
+
+    configured = bool(os.environ.get(install.ENV_VAR))
+    where = f"${install.ENV_VAR} = '{shown(folder)}'" if configured else f"'{shown(folder)}'"
+    what = "does not exist" if missing == [str(folder)] else f"lacks {shown(missing[0])}"
+    fix = (f"run `op-plugin setup-simulator '{shown(folder)}'` (a new or empty folder), or unset ${install.ENV_VAR} "
+           "for the default folder" if configured else "run `op-plugin setup-simulator` (or `make setup`)")
+    return (f"torch_npu's operators (torch.ops.npu.npu_rms_norm, ...) are not defined on this CPU host: the "
+            f"simulator's unpacked torch-npu {install.TORCH_NPU_VERSION} wheel, where they are read from, is missing "
+            f"({where} {what}); {fix}")
+
+
+def _warn_missing_wheel(folder: Path, missing: list[str]) -> None:
+    """Once per folder and process. Not when $OP_PLUGIN_SIMULATOR_DIR names no folder: `simulator_dir()` has
+    just said so, with the same fix."""
+    override = os.environ.get(install.ENV_VAR)
+    if str(folder) in _warned_folders or (override and not Path(override).is_dir()):
+        return
+    _warned_folders.add(str(folder))
+    warnings.warn(_missing_wheel_text(folder, missing), NpuOpsUndefinedWarning, stacklevel=3)
+
+
 def define_npu_ops() -> RegistrationHandle | None:
-    """Define the COVERED ops (idempotent); None when torch_npu is present or the wheel is missing.
+    """Define the COVERED ops (idempotent); None when torch_npu is present or the wheel is missing (warned
+    about once: NpuOpsUndefinedWarning names the folder and the fix).
 
     Ops whose name the dispatcher already has (a user's own definition) are left alone.
     """
@@ -98,7 +142,9 @@ def define_npu_ops() -> RegistrationHandle | None:
         if torch_npu_present():
             return None
         folder = install.simulator_dir()
-        if install.missing_parts(folder):
+        missing = install.missing_parts(folder)
+        if missing:
+            _warn_missing_wheel(folder, missing)
             return None
         _handle = _define(folder / "torch_npu")
         return _handle
@@ -167,6 +213,8 @@ def _define(wheel_root) -> RegistrationHandle:
             library.impl(name, gradient, "Autograd", with_keyset=True)
             if name in CPU_KERNELS:
                 library.impl(name, naming_errors(name, CPU_KERNELS[name]), "CPU")
+            else:  # refused by name, saying whether graph mode runs it (not torch's bare "Could not run")
+                library.impl(name, eager_refusals.refusing_kernel(name, traced=name not in schema_only), "CPU")
         for name, functional in _functional_variants(entries, names, undefined).items():
             library.impl(name, _functionalize_kernel(name, functional), "Functionalize")
         for name, (functional, mutated) in _functional_twins(entries, names, undefined).items():
@@ -342,8 +390,8 @@ def coverage_markdown() -> str:
     schema_only = schema_only_ops()
     lines += ["", f"Ops defined by schema alone ({len(schema_only)}): the wheel's `_meta_registrations.py` has no "
               "Meta function for them (torch_npu gives them a C++ Meta kernel or none), so TorchAir's converters "
-              "register against them but FakeTensor tracing (torch.compile) and eager calls fail with the "
-              "dispatcher's missing-kernel error naming the op:", ""]
+              "register against them but FakeTensor tracing (torch.compile) fails with the dispatcher's missing-kernel "
+              "error naming the op, and an eager call is refused by name (npu/eager_refusals.py):", ""]
     lines.append(", ".join(f"`{name}`" for name in schema_only))
     lines += ["", DOC_END]
     return "\n".join(lines) + "\n"

@@ -132,6 +132,29 @@ def test_scatter_pa_kv_cache_compiled_updates_the_caller_caches(name):
     assert "ScatterPaKvCache" in {op.type for g in graphs for op in g.op}
 
 
+def test_a_norm_layout_cache_without_cache_mode_is_told_the_fix_in_graph_mode_too():
+    """Issue 37: the default cache_mode is PA_NZ; a Norm-layout cache [blocks, block_size, N, D] (vllm-ascend's)
+    gets the same hint compiled as eagerly: the refusal is the GE kernel's, named by its node."""
+    (key, value, kc, vc, slots), _ = _pa_args("norm")
+    hint = (r"PA_NZ takes .*has the Norm layout \[num_blocks, block_size, num_head, head_size\]"
+            r".*pass cache_mode=\"Norm\"")
+
+    def step(key, value, kc, vc, slots):
+        npu.npu_scatter_pa_kv_cache(key, value, kc, vc, slots)
+        return kc * 1
+
+    with pytest.raises(Exception, match=hint) as compiled:
+        Npugraph(step)(key, value, kc.clone(), vc.clone(), slots)
+    assert "ScatterPaKvCache" in str(compiled.value)
+    with pytest.raises(ValueError, match=hint) as eager:
+        step(key, value, kc.clone(), vc.clone(), slots)
+    assert "npu_scatter_pa_kv_cache" in str(eager.value)
+    # a PA_NZ cache of the wrong shape that is not the Norm layout gets no such hint
+    with pytest.raises(ValueError, match="PA_NZ takes") as other:
+        npu.npu_scatter_pa_kv_cache(key, value, kc[..., :4].contiguous(), vc, slots)
+    assert "Norm layout" not in str(other.value)
+
+
 def test_scatter_pa_kv_cache_node_refuses_the_compressed_scenario():
     (key, value, kc, vc, slots), _ = _pa_args("norm")
     with pytest.raises(Exception, match="compressed") as error:

@@ -54,8 +54,13 @@ def _paged_write(what, cache, tokens, slot_mapping, cache_mode):
         grouped = tokens.reshape(count, heads, size // width, width)
         per_block = out.permute(0, 3, 1, 2, 4)
     else:
+        hint = ""
+        if cache.dim() == 4 and tuple(cache.shape[2:]) == (heads, size):  # torch_npu's default is PA_NZ
+            hint = (f"; {what}_cache {tuple(cache.shape)} has the Norm layout [num_blocks, block_size, num_head, "
+                    "head_size] (vllm-ascend's): pass cache_mode=\"Norm\" (the default, \"PA_NZ\", takes the "
+                    "FRACTAL_NZ layouts above)")
         refuse(f"cache_mode PA_NZ takes a {what}_cache [num_blocks, {heads}*{size}//{width}, block_size, {width}] "
-               f"or [num_blocks, {heads}, {size}//{width}, block_size, {width}], got {tuple(cache.shape)}")
+               f"or [num_blocks, {heads}, {size}//{width}, block_size, {width}], got {tuple(cache.shape)}{hint}")
     block_size = per_block.shape[1]
     flat = _slots("slot_mapping", slot_mapping, count, cache.shape[0] * block_size)
     for token, slot in enumerate(flat.tolist()):
