@@ -30,7 +30,7 @@ def simulator_dir() -> Path:
     override = os.environ.get(ENV_VAR)
     if override:
         folder = Path(override)
-        if override not in _warned and not folder.is_dir():
+        if override not in _warned and not folder.is_dir() and not installing_it():
             _warned.add(override)
             from .paths import shown
 
@@ -80,3 +80,12 @@ def _unpacked_version(folder: Path) -> str | None:
             if not line.strip():  # end of the header block
                 break
     return None
+
+
+def installing_it() -> bool:
+    """This process is the installer of the wheel (`op-plugin setup-simulator`, `python -m
+    op_plugin._simulator.hosting.install`): what is missing is what it is about to unpack, so nothing warns."""
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    if "-m" in argv[:-1] and argv[argv.index("-m") + 1] == "op_plugin._simulator.hosting.install":
+        return True
+    return Path(sys.argv[0]).name == "op-plugin" and "setup-simulator" in sys.argv[1:2]

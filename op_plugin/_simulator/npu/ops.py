@@ -123,7 +123,7 @@ def _warn_missing_wheel(folder: Path, missing: list[str]) -> None:
     """Once per folder and process. Not when $OP_PLUGIN_SIMULATOR_DIR names no folder: `simulator_dir()` has
     just said so, with the same fix."""
     override = os.environ.get(install.ENV_VAR)
-    if str(folder) in _warned_folders or (override and not Path(override).is_dir()):
+    if str(folder) in _warned_folders or (override and not Path(override).is_dir()) or install.installing_it():
         return
     _warned_folders.add(str(folder))
     warnings.warn(_missing_wheel_text(folder, missing), NpuOpsUndefinedWarning, stacklevel=3)
