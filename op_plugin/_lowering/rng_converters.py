@@ -19,10 +19,12 @@ saves 16 zero bytes, which its replay does not read.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 
 import torch
 
+from .random_corrections import CHECKPOINT_FUNCTIONS
 from .registry import aten_converter
 from .torchair_api import TorchAirApi
 
@@ -30,6 +32,10 @@ _STATE_BYTES = 16
 
 
 def _checkpoint_func(ta: TorchAirApi, op):
+    """op_plugin's checkpoint function of `op` where it corrects TorchAir's (`random_corrections`), else TorchAir's."""
+    own = CHECKPOINT_FUNCTIONS.get(op)
+    if own is not None:
+        return functools.partial(own, ta)
     module = importlib.import_module(f"{ta.torchair.__name__}._ge_concrete_graph.fx2ge_converter")
     return module.get_checkpoint_func(op)
 

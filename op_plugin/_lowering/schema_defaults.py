@@ -64,7 +64,7 @@ def default_mismatches(op: Any, converter: Callable | None = None) -> dict[str, 
     return found
 
 
-def _passing_schema_defaults(converter: Callable, missing: dict[str, tuple[int | None, Any]]) -> Callable:
+def passing_schema_defaults(converter: Callable, missing: dict[str, tuple[int | None, Any]]) -> Callable:
     def with_schema_defaults(*args, **kwargs):
         for name, (index, default) in missing.items():
             if name not in kwargs and (index is None or index >= len(args)):
@@ -103,6 +103,6 @@ def install_schema_defaults(ta: TorchAirApi) -> HandleGroup:
                 continue
             missing = default_mismatches(op, converter)
             if missing:
-                group.add(swap_converter(ta.torchair, op, _passing_schema_defaults(converter, missing),
+                group.add(swap_converter(ta.torchair, op, passing_schema_defaults(converter, missing),
                                          f"{op}: the schema's defaults for {sorted(missing)}"))
     return group

@@ -19,7 +19,9 @@ semantics and sources there) and every refusal names the op:
   (v3 writes kv_cache and kr_cache in place, the functional twin returns them).
 
 Refused here, by the adapter, only arguments the GE op has no input or attr for (TorchAir drops or
-bit-casts them): ``padding_mask``; npu_fusion_attention's ``sink``, ``dropout_mask`` and
+bit-casts them): the prompt/incre attention's ``padding_mask`` (reserved in torch_npu: its eager kernel
+and TorchAir's converter drop it, CANN's ops have no such input; refused in graph mode too,
+`_lowering/reserved_argument_corrections.py`); npu_fusion_attention's ``sink``, ``dropout_mask`` and
 ``softmax_layout``; the ``*_dtype`` reinterpretations (hifloat8/fp8/fp4) of the v2/v3 ops.
 ``gen_mask_parallel``, ``sync``, ``seed`` and ``offset`` only steer dropout-mask generation.
 """
@@ -39,6 +41,14 @@ def _no_ge_input(**given):
     for name, value in given.items():
         if value is not None:
             raise KernelError(f"{name} is not implemented on the simulator (no input of the GE op computes it)")
+
+
+def _reserved_padding_mask(padding_mask):
+    """torch_npu documents padding_mask of the prompt/incre flash attention as reserved, "not used yet"."""
+    if padding_mask is not None:
+        raise KernelError("padding_mask is a reserved argument (torch_npu's docs: not used yet; CANN's "
+                          "PromptFlashAttention / IncreFlashAttention have no such input, so torch_npu's eager "
+                          "kernel and TorchAir's converter drop it): pass the mask as atten_mask")
 
 
 @named_refusals("npu_fusion_attention")
@@ -77,7 +87,7 @@ def npu_prompt_flash_attention(query, key, value, *, padding_mask=None, atten_ma
                                quant_scale2=None, quant_offset2=None, num_heads=1, scale_value=1.0,
                                pre_tokens=_INT_MAX, next_tokens=0, input_layout="BSH", num_key_value_heads=0,
                                actual_seq_lengths_kv=None, sparse_mode=0, inner_precise=1):
-    _no_ge_input(padding_mask=padding_mask)
+    _reserved_padding_mask(padding_mask)
     if 10 <= sparse_mode <= 14:  # TorchAir's converter: the high-precision aliases of sparse_mode 0-4
         sparse_mode, inner_precise = sparse_mode - 10, 0
     if atten_mask is not None and atten_mask.dtype == torch.float16:  # the converter's cast
@@ -95,7 +105,7 @@ def npu_incre_flash_attention(query, key, value, *, padding_mask=None, atten_mas
                               dequant_scale1=None, quant_scale1=None, dequant_scale2=None, quant_scale2=None,
                               quant_offset2=None, kv_padding_size=None, num_heads=1, scale_value=1.0,
                               input_layout="BSH", num_key_value_heads=0, block_size=0, inner_precise=1):
-    _no_ge_input(padding_mask=padding_mask)
+    _reserved_padding_mask(padding_mask)
     return ge_op("IncreFlashAttention")(
         query, [key], [value], pse_shift, atten_mask, actual_seq_lengths, dequant_scale1, quant_scale1,
         dequant_scale2, quant_scale2, quant_offset2, antiquant_scale, antiquant_offset, block_table, kv_padding_size,

@@ -7,10 +7,13 @@ the GE op and calls ``ge_op(Type)``, as a graph node runs it
 (`interpreter/kernels/mc2/moe_distribute.py`: the semantics, the simulator's choice of
 the implementation-defined layouts, the refusals) and names the op in every refusal. `group_ep` is
 an HCCL communicator name on an NPU; on a CPU host pass ``hccl_comm_name(ep_group)``
-(`collective_matmul.py`). combine's `shared_expert_x` is refused: TorchAir's GE converter drops it,
-so graph mode would silently differ from an NPU's eager result.
+(`collective_matmul.py`). combine's `shared_expert_x` is refused: torch_npu documents it as reserved
+("currently not used"), its eager kernel does not pass it to aclnnMoeDistributeCombine (which, like the GE
+op MoeDistributeCombine, has no such input) and TorchAir's converter drops it, so a given tensor would be
+ignored silently on an NPU; in graph mode the wheel's Meta refuses it (no such parameter).
 The _v2 variants run the same data flow (assist_info_for_combine in expand_idx's role; comm_alg a
-schedule); their elastic scaling, special experts, shared_expert_x and dtype arguments are refused.
+schedule) and add combine_v2's `shared_expert_x` (the shared expert's output per token, unweighted) as
+CANN's CombineV2 kernel adds it; their elastic scaling, special experts and dtype arguments are refused.
 """
 from __future__ import annotations
 
@@ -39,8 +42,9 @@ def npu_moe_distribute_combine(expand_x, expert_ids, expand_idx, ep_send_counts,
                                shared_expert_num=1, shared_expert_rank_num=0, global_bs=0, out_dtype=0,
                                comm_quant_mode=0, group_list_type=0):
     if shared_expert_x is not None:
-        raise ValueError("npu::npu_moe_distribute_combine: shared_expert_x is not simulated (TorchAir's GE converter "
-                         "drops it, so graph mode could not match)")
+        raise ValueError("npu::npu_moe_distribute_combine: shared_expert_x is a reserved argument of this op "
+                         "(torch_npu ignores it: aclnnMoeDistributeCombine and GE MoeDistributeCombine have no such "
+                         "input); pass it to npu_moe_distribute_combine_v2, which adds it to the combined tokens")
     return ge_op("MoeDistributeCombine")(
         expand_x, expert_ids, expand_idx, ep_send_counts, expert_scales, tp_send_counts, x_active_mask,
         activation_scale, weight_scale, group_list, expand_scales, group_ep=group_ep, ep_world_size=ep_world_size,

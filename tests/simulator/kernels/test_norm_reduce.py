@@ -70,13 +70,7 @@ _COMPILED = {
 }
 
 
-_TORCHAIR_FFT_PERMUTE = pytest.mark.xfail(
-    reason="TorchAir's _fft_c2c converter Permutes the (..., 2) real view with an order of the complex "
-           "tensor's rank, which the Permute kernel (kernels/shape.py, not this module) refuses", strict=False)
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_TORCHAIR_FFT_PERMUTE) if n.startswith("fft") else n
-                                  for n in sorted(_COMPILED)])
+@pytest.mark.parametrize("name", sorted(_COMPILED))
 def test_compiled_against_eager(name):
     fn, args, ge_type = _COMPILED[name]
     check_compiled(fn, args, ge_type, kind="reduction")

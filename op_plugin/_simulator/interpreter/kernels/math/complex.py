@@ -1,12 +1,12 @@
 """CANN's math ops (hicann ops-math `math/`) on complex numbers: Real, Imag and Complex (whose
-`Tout` attr names the output dtype), and the Fourier transforms FFT (last axis) and FFT2D (last
-two axes), forward and unnormalised.
+`Tout` attr names the output dtype), and the Fourier transforms FFT / IFFT (last axis) and FFT2D /
+IFFT2D (last two axes): the forward ones unnormalised, the inverse ones scaled by 1/n (CANN's spectral_ops.h:
+"Compatible with TensorFlow IFFT operator", whose inverse divides by the transformed size).
 
 Kept apart from the real-valued math so no module grows past ~400 lines. Each follows its CANN
 prototype (TorchAir's `_ge_concrete_graph/auto_generated_ge_raw_ops.py`). TorchAir's _fft_c2c
-converter permutes the transformed dims last and divides by the signal size itself for
-normalisation; it lowers an inverse transform (forward=False) to the same forward FFT, so compiled
-torch.fft.ifft differs from eager (a TorchAir limitation, not the kernel's).
+converter never reads `forward` (an inverse lowered as a forward FFT) and permutes with an order short
+of one dim; op_plugin corrects it (`_lowering/fft_corrections.py`), using IFFT / IFFT2D for inverses.
 """
 from __future__ import annotations
 
@@ -61,3 +61,19 @@ def fft_2d(x):
     if x.dim() < 2:
         refuse(f"x needs at least two axes, got shape {list(x.shape)}")
     return torch.fft.fft2(x, dim=(-2, -1))
+
+
+@ge_kernel("IFFT", accepts={"x": _COMPLEX})
+def ifft(x):
+    """The inverse DFT over the last axis, scaled by 1/n (TensorFlow's IFFT)."""
+    if x.dim() < 1:
+        refuse("x needs at least one axis")
+    return torch.fft.ifft(x, dim=-1, norm="backward")
+
+
+@ge_kernel("IFFT2D", accepts={"x": _COMPLEX})
+def ifft_2d(x):
+    """The inverse DFT over the last two axes, scaled by 1/(n1 n2) (TensorFlow's IFFT2D)."""
+    if x.dim() < 2:
+        refuse(f"x needs at least two axes, got shape {list(x.shape)}")
+    return torch.fft.ifft2(x, dim=(-2, -1), norm="backward")

@@ -19,9 +19,10 @@ expand_x rows by local expert, then source rank, then token index, then k; ep_re
 among this rank's pairs routed to the same expert. Combine reads them in that layout.
 
 Not simulated, refused naming the node: quantisation (scales, quant_mode, comm_quant_mode), the TP
-domain (tp_world_size 2), shared experts (shared_expert_rank_num > 0), x_active_mask, dispatch's
+domain (tp_world_size 2), shared-expert ranks (shared_expert_rank_num > 0), x_active_mask, dispatch's
 expert_scales (the A2 layout of expand_scales) and combine's reserved inputs, global_bs other than
-0 or BS * ep_world_size (ranks with different batch sizes).
+0 or BS * ep_world_size (ranks with different batch sizes). CombineV2's shared_expert_x (a shared
+expert's output computed outside, with shared_expert_rank_num 0) is added unweighted, as CANN's kernel adds it.
 """
 from __future__ import annotations
 
@@ -138,6 +139,19 @@ def moe_distribute_combine(expand_x, expert_ids, expand_idx, ep_send_counts, exp
                            expert_shard_type, shared_expert_num, shared_expert_rank_num, global_bs, out_dtype,
                            comm_quant_mode, group_list_type):
     """x[t] = sum_j expert_scales[t, j] * expand_x row of pair (t, j) on its expert's rank."""
+    return _combined(
+        expand_x, expert_ids, expand_idx, ep_send_counts, expert_scales, tp_send_counts, x_active_mask,
+        activation_scale, weight_scale, group_list, expand_scales, group_ep=group_ep, ep_world_size=ep_world_size,
+        ep_rank_id=ep_rank_id, moe_expert_num=moe_expert_num, tp_world_size=tp_world_size,
+        shared_expert_rank_num=shared_expert_rank_num, global_bs=global_bs, out_dtype=out_dtype,
+        comm_quant_mode=comm_quant_mode, group_list_type=group_list_type).to(expand_x.dtype)
+
+
+def _combined(expand_x, expert_ids, expand_idx, ep_send_counts, expert_scales, tp_send_counts, x_active_mask,
+              activation_scale, weight_scale, group_list, expand_scales, *, group_ep, ep_world_size, ep_rank_id,
+              moe_expert_num, tp_world_size, shared_expert_rank_num, global_bs, out_dtype, comm_quant_mode,
+              group_list_type):
+    """The combine's float32 sums (BS, H), before the one rounding to expand_x's dtype."""
     reserved = {"tp_send_counts": tp_send_counts, "x_active_mask": x_active_mask,
                 "activation_scale": activation_scale, "weight_scale": weight_scale, "group_list": group_list,
                 "expand_scales": expand_scales}
@@ -173,7 +187,7 @@ def moe_distribute_combine(expand_x, expert_ids, expand_idx, ep_send_counts, exp
     if torch.unique(row).numel() != row.numel():
         refuse("expand_idx names one row twice: it is not the one this rank's dispatch returned")
     weighted = returned[row].float().reshape(batch, top_k, -1) * expert_scales.float().unsqueeze(-1)
-    return weighted.sum(1).to(expand_x.dtype)
+    return weighted.sum(1)
 
 
 # ---- V2 (aclnnMoeDistributeDispatchV2 / CombineV2): the same data flow; assist_info_for_combine is
@@ -223,19 +237,41 @@ def moe_distribute_combine_v2(expand_x, expert_ids, assist_info_for_combine, ep_
                               moe_expert_num, group_tp, tp_world_size, tp_rank_id, expert_shard_type,
                               shared_expert_num, shared_expert_rank_num, global_bs, out_dtype, comm_quant_mode,
                               group_list_type, zero_expert_num, copy_expert_num, const_expert_num):
-    """MoeDistributeCombine, reading the first BS*K entries of assist_info_for_combine."""
-    _no_special_experts(zero_expert_num, copy_expert_num, const_expert_num, shared_expert_x=shared_expert_x,
-                        elastic_info=elastic_info, ori_x=ori_x, const_expert_alpha_1=const_expert_alpha_1,
+    """MoeDistributeCombine, reading the first BS*K entries of assist_info_for_combine; plus shared_expert_x
+    (the shared expert's output per token) when given, unweighted: CANN's kernel
+    (mc2/moe_distribute_combine_v2/op_kernel/moe_distribute_combine_v2.h) adds it, cast to float32, to the
+    float32 sum of the weighted expert rows and rounds the total once to expand_x's dtype."""
+    _no_special_experts(zero_expert_num, copy_expert_num, const_expert_num, elastic_info=elastic_info, ori_x=ori_x,
+                        const_expert_alpha_1=const_expert_alpha_1,
                         const_expert_alpha_2=const_expert_alpha_2, const_expert_v=const_expert_v,
                         performance_info=performance_info)
     pairs = expert_ids.numel()
     if assist_info_for_combine.dim() != 1 or assist_info_for_combine.numel() < pairs:
         refuse(f"assist_info_for_combine {list(assist_info_for_combine.shape)} must be 1-D with at least BS*K={pairs} "
                "entries: pass dispatch_v2's output")
-    return moe_distribute_combine(
+    shared = _shared_expert_rows(shared_expert_x, expand_x, expert_ids.shape[0] if expert_ids.dim() == 2 else -1)
+    total = _combined(
         expand_x, expert_ids, assist_info_for_combine[:pairs], ep_send_counts, expert_scales, tp_send_counts,
         x_active_mask, activation_scale, weight_scale, group_list, expand_scales, group_ep=group_ep,
-        ep_world_size=ep_world_size, ep_rank_id=ep_rank_id, moe_expert_num=moe_expert_num, group_tp=group_tp,
-        tp_world_size=tp_world_size, tp_rank_id=tp_rank_id, expert_shard_type=expert_shard_type,
-        shared_expert_num=shared_expert_num, shared_expert_rank_num=shared_expert_rank_num, global_bs=global_bs,
+        ep_world_size=ep_world_size, ep_rank_id=ep_rank_id, moe_expert_num=moe_expert_num,
+        tp_world_size=tp_world_size, shared_expert_rank_num=shared_expert_rank_num, global_bs=global_bs,
         out_dtype=out_dtype, comm_quant_mode=comm_quant_mode, group_list_type=group_list_type)
+    if shared is not None:
+        total = total + shared.float()
+    return total.to(expand_x.dtype)
+
+
+def _shared_expert_rows(shared_expert_x, expand_x, batch):
+    """shared_expert_x as (BS, H), or None; CANN (aclnnMoeDistributeCombineV2.md): expand_x's dtype, shape
+    (BS, H) or (d0, d1, H) with d0 * d1 = BS."""
+    if shared_expert_x is None:
+        return None
+    width = expand_x.shape[-1]
+    if shared_expert_x.dtype != expand_x.dtype:
+        refuse(f"shared_expert_x is {shared_expert_x.dtype}; CANN requires expand_x's dtype ({expand_x.dtype})")
+    shape = list(shared_expert_x.shape)
+    fits = (len(shape) == 2 and shape == [batch, width]) or (len(shape) == 3 and shape[0] * shape[1] == batch
+                                                              and shape[2] == width)
+    if not fits:
+        refuse(f"shared_expert_x {shape} must be (BS, H) = ({batch}, {width}) or (d0, d1, H) with d0 * d1 = BS")
+    return shared_expert_x.reshape(batch, width)
