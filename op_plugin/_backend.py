@@ -37,6 +37,7 @@ import torch
 from . import _simulator
 from ._base.errors import OpPluginError
 from ._base.installed import real_torch_npu
+from ._base.wheel import TORCH_NPU_VERSION
 from ._lowering.install import install_converters, refresh_library_converters
 from ._lowering.numeric_corrections import keep_torchair_lowering
 from ._registry.fake_overrides import warn_replaced_fakes
@@ -79,6 +80,11 @@ class NpuGraphConfig:
     torchair_view_optimize: bool = field(default=False, metadata={
         "help": "keep TorchAir's view optimisation (enable_view_optimize, TorchAir's default), which npugraph "
                 "leaves off: it can drop a transpose before a reshape"})
+
+    compile_cache: bool = field(default=True, metadata={
+        "help": "simulator only: reuse TorchAir's lowering of a graph compiled before, in this process or another "
+                "(a signed cache under ~/.cache/op_plugin; OP_PLUGIN_COMPILE_CACHE=0 turns it off everywhere, "
+                "OP_PLUGIN_CACHE_DIR moves it; docs/performance-notes.md)"})
 
     # TorchAir CompilerConfig options, passed through (metadata "torchair": the CompilerConfig attribute).
     frozen_parameter: bool = field(default=False, metadata={
@@ -323,6 +329,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
         if config.dump_dir:
             os.makedirs(config.dump_dir, exist_ok=True)
             compiler_config.debug.graph_dump.path = config.dump_dir
+    if simulated and config.compile_cache:
+        _simulator.enable_compile_cache(compiler_config, _cache_details(config))
     backend = torchair.get_npu_backend(compiler_config=compiler_config)
     if not config.torchair_gelu:
         return backend(gm, example_inputs)
@@ -330,6 +338,16 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGra
     # compiled now, not at the first backward (AOT autograd's default), so the option reaches it.
     with keep_torchair_lowering(), torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
         return backend(gm, example_inputs)
+
+
+def _cache_details(config: NpuGraphConfig) -> dict:
+    """What npugraph adds to the compile cache's key: its options, the YAML files loaded (their bytes) and
+    op_plugin's own source, all of which change a lowering."""
+    from ._registry.load import loaded_file_digests
+
+    return {"options": {f.name: repr(getattr(config, f.name)) for f in fields(NpuGraphConfig)},
+            "yaml": loaded_file_digests(), "op_plugin_source": _simulator.source_digest(),
+            "torch_npu_wheel": TORCH_NPU_VERSION}
 
 
 def _on_the_virtual_npu(example_inputs) -> bool:

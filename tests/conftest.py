@@ -4,6 +4,15 @@ import time
 # torch turns a custom op that aliases its inputs into an error when the CI variable is set (a warning
 # otherwise); every run of these tests, and the rank processes they start, checks as CI does.
 os.environ["TORCHINDUCTOR_ERROR_ON_CUSTOM_OP_ALIASING"] = "1"
+# npugraph's compile cache stays on, as for a user, but in a folder of this run's own (one per pytest worker,
+# inherited by the processes tests start): a run never reads entries from an earlier run or the user's cache.
+if "OP_PLUGIN_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["OP_PLUGIN_CACHE_DIR"] = tempfile.mkdtemp(prefix="op-plugin-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["OP_PLUGIN_CACHE_DIR"], ignore_errors=True)
 
 import pytest
 import torch

@@ -194,6 +194,11 @@ def load_yaml(path: str | Path) -> LoadedOps:
     return LoadedOps(loaded_file)
 
 
+def loaded_file_digests() -> list[str]:
+    """The sha256 of every YAML file loaded now (a compile cache's key: a changed file is another lowering)."""
+    return sorted({f"{loaded.path}:{loaded.digest}" for loaded in _LOADED.values()})
+
+
 def is_loaded(name: str) -> bool:
     """Whether a YAML op is registered now: `is_loaded("npu_layer_scale")` (or "npu::npu_layer_scale").
     A YAML file's path works too: whether every op of that file was loaded from it."""

@@ -42,6 +42,8 @@ _EXPORTS = {
     "builtin_ge_types": ".hosting.builtin_types",
     "define_npu_ops": ".npu.ops",
     "load_torchair_before_collectives_trace": ".hosting.collectives_trace",
+    "enable_compile_cache": (".hosting.compile_cache", "enable_for"),
+    "source_digest": ".hosting.compile_cache",
 }
 
 __all__ = sorted([*_EXPORTS, "torchair_with_yaml_ops"])

@@ -60,7 +60,8 @@ def compare(model_or_fn, *inputs, dynamic: bool = False, backward: bool | None =
     (`report.notes`); `backward=True` makes that an error.
     `backend_options` are the npugraph backend's (NpuGraphConfig's fields).
     Returns a CompareReport (`first_divergent`, `rows`, `notes`, `str()`, `to_json()`, `picture()`)."""
-    config = NpuGraphConfig.from_options(backend_options)
+    # Lowered here, never taken from the compile cache: the tool reads what the lowering builds.
+    config = NpuGraphConfig.from_options({**backend_options, "compile_cache": False})
     with options_given_as(without=("mode",)):   # compare checks the GE graph: a fix never says mode aclgraph
         if no_grad:
             return _compare_once(model_or_fn, inputs, config, dynamic, backward, seed, no_grad)

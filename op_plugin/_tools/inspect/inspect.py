@@ -43,7 +43,8 @@ def inspect(model, *example_inputs, dynamic: bool = False, **backend_options) ->
     backend's, NpuGraphConfig's fields, e.g. mode="ge"), run it once on `example_inputs`, and report
     the FX graph(s) and GE graph(s) it produced."""
     report = InspectReport()
-    config = NpuGraphConfig.from_options(backend_options)
+    # Lowered here, never taken from the compile cache: the tool reads what the lowering builds.
+    config = NpuGraphConfig.from_options({**backend_options, "compile_cache": False})
 
     def recording_backend(gm, inputs):
         report.fx_graphs.append(gm)
