@@ -43,7 +43,7 @@ from .._registry.op_state import OpState, Piece, add_piece_listener, loaded
 from .converters import generated_converter, missing_mapping_converter
 from .registry import install_aten_converters, install_library_converters, swap_converter
 from .schema_defaults import install_schema_defaults
-from . import torchair_input_fixes
+from . import collective_converters, torchair_input_fixes
 from .torchair_api import TorchAirApi
 
 OpHook = Callable[[OpState], "RegistrationHandle | None"]
@@ -184,6 +184,7 @@ def install_converters(torchair: Any, op_hook: OpHook | None = None) -> None:
         return
     installation = _Installation(torchair, op_hook)
     torchair_input_fixes.install(torchair)  # DTensor graph inputs: the same fix on both hosts
+    collective_converters.install_torchair_corrections(torchair)  # all_to_all_single's decomposition, both hosts
     _wrap_register(torchair)
     _wrap_custom_op(torchair)
     with HandleGroup("lowering installation") as done:

@@ -49,9 +49,15 @@ def _load_if_distributed() -> None:
 
 
 def load_torchair_before_collectives_trace() -> None:
-    """Make dynamo's remap table load TorchAir's remaps at the first trace of a distributed process."""
+    """Make dynamo's remap table load TorchAir's remaps at the first trace of a distributed process, and start
+    the thread that publishes this process's liveness in each world it joins (`interpreter/liveness.py`): a
+    rank that dies before its first collective must have published already, and `import op_plugin` no longer
+    imports the collectives' module, whose import started it before."""
     if not torch.distributed.is_available():
         return
+    from ..interpreter import liveness
+
+    liveness.watch()
     from torch.distributed import _functional_collectives as funcol
 
     if not isinstance(funcol.traceable_collective_remaps, _RemapsLoadingTorchAir):
