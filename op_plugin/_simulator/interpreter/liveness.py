@@ -12,9 +12,9 @@ a tenth of a second of joining the world, or a host without /proc), is waited fo
 
 When to publish: a rank that dies before its first collective (an error while loading a model) must have
 published already, so publishing cannot wait for op_plugin's first collective. torch.distributed has no hook
-for a new world, so `watch()` starts one daemon thread per process (at `import op_plugin` on a CPU host, hosting/collectives_trace.py, and at import of `collectives`) that checks
-ten times a second whether a world is initialised (no store operation while none is) and publishes once for
-each new one, then asks the store every few seconds whether its record is still there; it does nothing
+for a new world, so `watch()` starts one daemon thread per process (at `import op_plugin` on a CPU host:
+hosting/collectives_trace.py; and at import of `collectives`) that checks ten times a second whether a world
+is initialised (no store operation while none is) and publishes once for each new one, then asks the store every few seconds whether its record is still there; it does nothing
 else. After a fork it is started again in the child (`os.register_at_fork`), for the worlds the child
 initialises itself: a world it inherits (a DataLoader worker forked from a rank) stays its parent's.
 """
