@@ -14,8 +14,9 @@ When to publish: a rank that dies before its first collective (an error while lo
 published already, so publishing cannot wait for op_plugin's first collective. torch.distributed has no hook
 for a new world, so `watch()` starts one daemon thread per process (at `import op_plugin` on a CPU host:
 hosting/collectives_trace.py; and at import of `collectives`) that checks ten times a second whether a world
-is initialised (no store operation while none is) and publishes once for each new one, then asks the store every few seconds whether its record is still there; it does nothing
-else. After a fork it is started again in the child (`os.register_at_fork`), for the worlds the child
+is initialised (no store operation while none is) and publishes once for each new one, then asks the store
+every few seconds whether its record is still there; it does nothing else. After a fork it is started again
+in the child (`os.register_at_fork`), for the worlds the child
 initialises itself: a world it inherits (a DataLoader worker forked from a rank) stays its parent's.
 """
 from __future__ import annotations
