@@ -65,3 +65,35 @@ def test_the_pinned_torchair_deprecates_reduce_overhead_for_npugraph_ex():
 
     with pytest.warns(DeprecationWarning, match="Please use the .npugraph_ex. backend"):
         _check_config_support(config)
+
+
+def test_acl_modes_say_that_a_data_dump_and_cache_compile_write_nothing_on_a_cpu_host(tmp_path):
+    """Without the virtual NPU there is no ACL graph to dump from or to store: said, never silent (issue 34)."""
+    import warnings
+
+    torchair = op_plugin.load_torchair()
+    dumping = torchair.CompilerConfig()
+    dumping.mode = "reduce-overhead"
+    dumping.dump_config.enable_dump = True
+    dumping.dump_config.dump_path = str(tmp_path)  # TorchAir wants an existing folder
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.compile(lambda x: x.relu() + 1, backend=torchair.get_npu_backend(compiler_config=dumping))(
+            torch.randn(3))
+    assert any("data dump (dump_config) in mode 'reduce-overhead'" in str(w.message) for w in caught)
+
+    class _Model(torch.nn.Module):
+        def forward(self, x):
+            return x.relu() + 1
+
+    caching = torchair.CompilerConfig()
+    caching.mode = "reduce-overhead"
+    model = _Model()
+    model.forward = torchair.inference.cache_compile(model.forward, config=caching, cache_dir=str(tmp_path / "c"))
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = model(torch.randn(3))
+    assert out.shape == (3,)
+    assert any("cache_compile in an ACL-graph mode on a CPU host stores nothing" in str(w.message) for w in caught)

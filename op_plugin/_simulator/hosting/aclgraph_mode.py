@@ -26,6 +26,14 @@ WARNING = ("TorchAir mode '{mode}' on a CPU host: the AOT graph runs with the ea
            "ACL graph capture needs an NPU")
 
 
+NOT_DUMPED = ("TorchAir's data dump (dump_config) in mode '{mode}' on a CPU host writes nothing: it saves the "
+              "tensors of a captured ACL graph, and here the AOT graph runs eagerly (no capture). Use the virtual NPU "
+              "(OP_PLUGIN_VIRTUAL_NPU=1, npu tensors) or mode 'max-autotune' for a data dump")
+NOT_CACHED = ("torchair.inference.cache_compile in an ACL-graph mode on a CPU host stores nothing: there is no ACL "
+              "graph to store, the AOT graph runs eagerly; each process compiles again. Use the virtual NPU "
+              "(OP_PLUGIN_VIRTUAL_NPU=1, npu tensors) or mode 'max-autotune'")
+
+
 class _EagerAotGraph:
     """What `_CompiledFxGraph` runs: its `codegen` hands back the AOT graph as the kernel."""
 
@@ -34,7 +42,9 @@ class _EagerAotGraph:
         self.graph = types.SimpleNamespace(name="the AOT graph, eager kernels (CPU host)")  # TorchAir logs its name
 
     def codegen(self, extend_config=None, enable_cache=False):
-        del extend_config, enable_cache
+        del enable_cache
+        if extend_config is not None:  # torchair.inference.cache_compile asks for the code to store
+            warnings.warn(NOT_CACHED, UserWarning, stacklevel=3)
         return self.gm
 
     def __call__(self, *args, **kwargs):
@@ -61,6 +71,8 @@ def install(torchair) -> None:
             import_facade()  # its capture imports torch_npu, loaded on an NPU host by `import torch` itself
             return original(self, gm, example_inputs, observer)
         warnings.warn(WARNING.format(mode=mode), UserWarning, stacklevel=2)
+        if self.config.dump_config.enable_dump.value == "1":
+            warnings.warn(NOT_DUMPED.format(mode=mode), UserWarning, stacklevel=2)
         return _EagerAotGraph(gm)
 
     gen_compiled_gm._op_plugin_acl_modes = True

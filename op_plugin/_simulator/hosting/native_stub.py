@@ -218,6 +218,23 @@ def AclmdlSetDump(path):
     set_dump_file(path)
 
 
+class ExportNeedsCann(RuntimeError):
+    """`torchair.dynamo_export` on a CPU host: its .air file is GE's own serialization."""
+
+
+def export(serialized_graph, options):
+    """TorchAir's export hands its GE graph to GE (`ge::Graph::SaveToFile`, torchair/concrete_graph/export.cpp),
+    which parses it into GE's own graph and writes GE's model serialization: the .air file is GE's bytes, not
+    TorchAir's, and this host has no GE to make them. Refused, saying what TorchAir has already written."""
+    del serialized_graph
+    folder, name = options.get("export_path_dir", "."), options.get("export_name", "export.air")
+    raise ExportNeedsCann(
+        f"torchair.dynamo_export: the .air file ({folder}/{name}) is written by CANN's GE (ge::Graph::SaveToFile "
+        "re-serializes the graph GE parses), which a CPU host does not have; TorchAir has already written the GE "
+        f"graph it built as text ({folder}/dynamo.pbtxt) and its options ({folder}/options.json). Run the export on "
+        "an Ascend host; on this host, the graph's numbers are checked with torch.compile(backend=\"npugraph\")")
+
+
 class _StrictModule(types.ModuleType):
     """A module whose unknown attributes raise a clear error instead of returning junk."""
 
@@ -239,6 +256,7 @@ _EXPORTS = {
     "check_cann_compat": check_cann_compat,
     "SetDebugLogPath": SetDebugLogPath,
     "AclmdlSetDump": AclmdlSetDump,
+    "export": export,
 }
 
 
