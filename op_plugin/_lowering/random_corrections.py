@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from .cases import Support
 from .registry import aten_converter
 from .torchair_api import TorchAirApi
 
@@ -53,9 +54,9 @@ def randint_draw(ta: TorchAirApi, high, size, generator=None, dtype=None, layout
     return (seed, offset), (values if out == data_type.DT_INT64 else graph.Cast(values, dst_type=out))
 
 
-# aten.randint.default has no declared cases of op_plugin's: TorchAir's own three (`randint(5, [30, 40, 50])`,
-# ...) run against this correction (op-plugin declared-cases: dtype, shape, two seeded runs equal).
-@aten_converter(aten.randint.default, when="corrects")
+# TorchAir's own three cases (`randint(5, [30, 40, 50])`, ...) run against this correction too (op-plugin
+# declared-cases: dtype, shape, two seeded runs equal); op_plugin's add a large high and a 1-D size.
+@aten_converter(aten.randint.default, when="corrects", cases=[Support(1000, [64]), Support(2**31 - 1, [4, 5])])
 def randint(ta: TorchAirApi, high, size, *, dtype=None, layout=None, device=None, pin_memory=None,
             meta_outputs=None):
     """`aten.randint(high, size)`: uniform integers in [0, high) (module docstring)."""

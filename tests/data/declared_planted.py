@@ -7,13 +7,14 @@ import os
 import time
 
 from op_plugin._simulator import load_simulated_torchair
-from op_plugin._simulator.interpreter import registry
+from op_plugin._simulator.interpreter import kernels, registry  # kernels: registered on import, so popped after
 from op_plugin._tools.declared.cases import plant_case
 
 load_simulated_torchair()
 from torchair._ge_concrete_graph.supported_declaration import F32  # noqa: E402  importable only after load_torchair
 
 if os.environ.get("OP_PLUGIN_DECLARED_CASES_WORKER"):  # never in the process that only lists the cases
+    assert kernels.lookup_kernel("Mul") is not None
     registry._kernels.pop("Mul", None)  # a planted missing kernel
 
 

@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.usefixtures("torchair"),
               pytest.mark.filterwarnings("ignore:torch.searchsorted\\(\\). .*non-contiguous:UserWarning")]
 F32, F16, BF16, I32, I64, I8 = torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.int8
 KERNELS = Path(plan_module.__file__).resolve().parents[1] / "kernels"
+LOWBIT_FORMATS = KERNELS.parent / "lowbit_formats.py"
 NAN, INF = float("nan"), float("inf")
 
 
@@ -163,7 +164,7 @@ CASES = {
                                                                  {"reduce": "update"}),
                                  (_fill(2, NAN, 7),), ("index/scatter.py:_quantised",)),
     "dynamic-mx-quant": Case("DynamicMxQuant", lambda: ([_r(2, 64, dtype=BF16)], {}), (_fill(0, INF, 9),),
-                             ("quant/mx_quant.py:block_mx", "formats.py:_refuse_non_finite", "formats.py:fp4_codes")),
+                             ("quant/mx_quant.py:block_mx", "lowbit_formats.py:_refuse_non_finite", "lowbit_formats.py:fp4_codes")),
     "dual-level-mx-quant": Case("DynamicDualLevelMxQuant", lambda: ([_r(2, 512, dtype=BF16), None], {}),
                                 (_fill(0, NAN, 1),), ("quant/mx_quant.py:dual_level_mx",)),
     "flash-attention-score": Case("FlashAttentionScore",
@@ -179,7 +180,7 @@ CASES = {
 NOT_HERE = {
     "mc2/moe_distribute.py:_expert_ids": "a collective (MoeDistributeDispatch/Combine): needs a process group; "
                                          "tests/simulator/npu/test_moe.py and tests/distributed run it",
-    "mc2/moe_distribute.py:moe_distribute_combine": "idem",
+    "mc2/moe_distribute.py:_combined": "idem (MoeDistributeCombine's and CombineV2's shared combine step)",
     "attention/flash_attention.py:attention_grad": "the same fully-masked-row check as attention (its forward)",
     "attention/infer_attention.py:_paged": "block tables of IncreFlashAttention/FusedInferAttentionScore: "
                                            "tests/simulator/npu/test_attention_inference.py",
@@ -189,7 +190,7 @@ NOT_HERE = {
     "pooling/max_pool.py:_scatter_argmax": "MaxPoolGradWithArgmaxV1's argmax: tests/simulator/kernels/pooling",
     "quant/swiglu_quant.py:_rowmax_scale": "SwigluQuant (DequantSwigluQuant's row max): same rule as DynamicQuant",
     "quant/swiglu_quant.py:swiglu_mx": "SwigluMxQuant: same rule as DynamicMxQuant (and max_dtype_value, an attr)",
-    "formats.py:check_modes": "attrs (max_low_bound, scale_alg), not values",
+    "lowbit_formats.py:check_modes": "attrs (max_low_bound, scale_alg), not values",
     "quant/quant_max.py:_fp8_out": "an attr (dst_type), not values",
     "common.py:require_int8": "an attr (dst_type), not values",
     "quant/dynamic_quant.py:_int8_or_int4": "an attr (dst_type), not values",
@@ -214,7 +215,9 @@ def value_check_sites() -> set[str]:
     value, a NaN/inf test) that refuses or raises. Tests on `.value` (a prepare phase's fixed input, part of
     the signature) are not value checks of a call."""
     sites = set()
-    for path in sorted(KERNELS.rglob("*.py")):
+    # the kernels, and the low-bit formats they share (interpreter/lowbit_formats.py, named by its file name)
+    for path in [*sorted(KERNELS.rglob("*.py")), LOWBIT_FORMATS]:
+        name = LOWBIT_FORMATS.name if path == LOWBIT_FORMATS else path.relative_to(KERNELS).as_posix()
         source = path.read_text()
         for function in ast.walk(ast.parse(source)):
             if not isinstance(function, ast.FunctionDef):
@@ -223,7 +226,7 @@ def value_check_sites() -> set[str]:
                 if isinstance(node, ast.If):
                     test = ast.get_source_segment(source, node.test)
                     if _VALUE.search(test) and ".value" not in test and _refuses(node.body):
-                        sites.add(f"{path.relative_to(KERNELS).as_posix()}:{function.name}")
+                        sites.add(f"{name}:{function.name}")
     return sites
 
 

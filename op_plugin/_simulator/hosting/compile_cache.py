@@ -36,6 +36,7 @@ from types import CodeType, FunctionType, MethodType, ModuleType
 
 import sympy
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from ..._base.signed_cache import SignedCache, user_cache_root, user_secret
 from . import fx_meta
@@ -161,6 +162,16 @@ def _converter_digest(target) -> str | None:
     return hasher.hexdigest()
 
 
+def _tensor_digest(name: str, value: torch.Tensor) -> str:
+    """sha256 of a constant's bytes (any dtype torch can view as bytes)."""
+    try:
+        data = value.detach().contiguous().cpu().reshape(-1)
+        raw = data.view(torch.uint8).numpy().tobytes() if data.numel() else b""
+    except (RuntimeError, TypeError) as error:  # quantized, sparse, sub-byte dtypes
+        raise _NotCacheable(f"constant {name} ({value.dtype}) cannot be read as bytes: {error}") from None
+    return hashlib.sha256(raw).hexdigest()
+
+
 def _target_name(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return str(target)
@@ -200,9 +211,7 @@ def key_details(gm: torch.fx.GraphModule, example_inputs, config, caller_details
             if isinstance(value, torch.Tensor):
                 if value.device.type == "meta" or torch._subclasses.fake_tensor.is_fake(value):
                     raise _NotCacheable(f"constant {node.target} has no data")
-                data = value.detach().contiguous().cpu()
-                constants[node.target] = [_describe(value), hashlib.sha256(
-                    data.view(torch.uint8).numpy().tobytes() if data.numel() else b"").hexdigest()]
+                constants[node.target] = [_describe(value), _tensor_digest(node.target, value)]
             else:
                 constants[node.target] = _describe(value)
     custom_attrs = {str(index): {k: repr(v) for k, v in sorted(attrs.items())}
@@ -382,9 +391,11 @@ def install(torchair) -> None:
         caller = vars(self.config).get(_CONFIG_ATTR)
         if caller is None or not is_enabled_by_environment():
             return original(self, gm, example_inputs, observer)
-        reason = _config_allows(self.config)
+        reason, details = _config_allows(self.config), None
         try:
-            details = None if reason else key_details(gm, example_inputs, self.config, caller)
+            if not reason:
+                with unset_fake_temporarily():  # constants are real tensors, read under TorchAir's fake mode
+                    details = key_details(gm, example_inputs, self.config, caller)
         except _NotCacheable as error:
             reason = str(error)
         if reason:
