@@ -212,3 +212,18 @@ def test_processes_share_the_cache_and_concurrent_writers_leave_it_whole(tmp_pat
 def test_generated_code_that_names_an_undefined_symbol_is_not_stored():
     code = "import torch\nx0 = 1\ndef kernel(*args):\n    s1 = args[0]\n    return s1 + s86 + x0 + len(args)\n"
     assert compile_cache.unbound_names(code) == ["s86"]
+
+
+def test_without_a_place_for_the_signing_secret_the_cache_is_off_and_compiling_works(cache_dir, tmp_path,
+                                                                                     monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(blocker))
+    model, x = _Block().eval(), torch.randn(2, 3, 16)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        out = _compile_and_run(model, x)
+        expected = model(x)
+    assert any("signing secret cannot be read or made" in str(w.message) for w in caught)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    assert not cache_dir.exists() or not list(cache_dir.glob("*.json"))

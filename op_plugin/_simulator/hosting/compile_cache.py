@@ -29,6 +29,7 @@ import logging
 import marshal
 import os
 import sys
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,9 +60,22 @@ def cache_folder() -> Path:
 
 
 @functools.cache
-def _store(folder: Path) -> SignedCache:
-    max_mb = int(os.environ.get(ENV_SIZE, "1024"))
-    return SignedCache(folder, user_secret(), max_mb * 1024 * 1024)
+def _store(folder: Path) -> SignedCache | None:
+    """The cache in `folder`, or None (said once) when the user's signing secret cannot be read or made."""
+    try:
+        max_mb = int(os.environ.get(ENV_SIZE, "1024"))
+    except ValueError:
+        warnings.warn(f"${ENV_SIZE} is not a number of megabytes: the compile cache keeps its default (1024)",
+                      RuntimeWarning, stacklevel=3)
+        max_mb = 1024
+    try:
+        secret = user_secret()
+    except (OSError, ValueError) as error:
+        warnings.warn(f"op_plugin compile cache: off in this process, its signing secret cannot be read or made "
+                      f"({error}); set $XDG_CONFIG_HOME to a writable folder, or {ENV_OFF}=0 to silence this",
+                      RuntimeWarning, stacklevel=3)
+        return None
+    return SignedCache(folder, secret, max_mb * 1024 * 1024)
 
 
 @dataclass(frozen=True)
@@ -358,7 +372,7 @@ def _store_result(runner, key: str, details: dict, guards_before: int, example_i
         return f"TorchAir's generated code names {', '.join(unbound)} without defining them"
     executor = getattr(runner.graph, "_executor", None)
     record = record_to_data(getattr(executor, "fx_meta", None))
-    _store(cache_folder()).put(key, {"details": details, "py_code": py_code, "fx_meta": record})
+    _store(cache_folder()).put(key, {"details": details, "py_code": py_code, "fx_meta": record})  # not None here
     return None
 
 
@@ -403,7 +417,10 @@ def install(torchair) -> None:
             log.debug("npugraph compile cache: not cached (%s)", reason)
             return original(self, gm, example_inputs, observer)
         key = key_of(details)
-        payload = _store(cache_folder()).get(key)
+        store = _store(cache_folder())
+        if store is None:
+            return original(self, gm, example_inputs, observer)
+        payload = store.get(key)
         if payload is not None:
             _stats["hits"] += 1
             log.debug("npugraph compile cache: hit %s", key)
