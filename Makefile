@@ -69,6 +69,13 @@ zoo: setup
 	$(PY) -m pip install --quiet -e '.[zoo]' torch==2.13.0
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 tests/zoo
 
+# The zoo's recent tier in full (tests/zoo/test_zoo_recent.py: every model static, dynamic, training, decode;
+# about 15 minutes of one core, so CI runs a subset: docs/model-zoo.md).
+.PHONY: zoo-all
+zoo-all: setup
+	$(PY) -m pip install --quiet -e '.[zoo]' torch==2.13.0
+	OP_PLUGIN_ZOO_RECENT_ALL=1 $(PY) -m pytest -q -p no:cacheprovider -n 2 tests/zoo
+
 # The zoo on op_plugin's virtual NPU (docs/virtual-npu.md): the same models with their weights and inputs on
 # npu, eager on the virtual NPU's kernels, graphs on npu tensors (tests/zoo/test_zoo.py, --zoo-device npu); the
 # decode steps with the KV cache (test_zoo_decode.py) and the torch_npu-op graphs (test_npu_*.py: the vllm-ascend
