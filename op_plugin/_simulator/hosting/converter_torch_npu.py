@@ -39,9 +39,14 @@ _threads_inside = 0               # a layer of ours is on top of builtins.__impo
 _installed = None                 # the layer this module put on top for the current calls, if any
 
 
+# The packages whose functions get the stand-in: the converters, and TorchAir's FX graph passes (their CANN
+# version checks: hosting/graph_passes.py runs the passes inside `converter_call`).
+SERVED_PACKAGES = (CONVERTER_PACKAGE + ".", "torchair.patterns.")
+
+
 def _importer_is_a_converter_function(importer_globals) -> bool:
     name = (importer_globals or {}).get("__name__") or ""
-    if not name.startswith(CONVERTER_PACKAGE + "."):
+    if not name.startswith(SERVED_PACKAGES):
         return False
     frame = sys._getframe(3)
     while frame is not None and frame.f_globals is not importer_globals:  # past hooks stacked over ours

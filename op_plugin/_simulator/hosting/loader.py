@@ -87,8 +87,8 @@ import torch
 from ..._base.errors import OpPluginError
 from ..._base.installed import describe, is_installed_torch_npu
 from . import (
-    aclgraph_mode, compile_cache, converter_torch_npu, distributed, foreign_modules, fx_meta, install, native_stub,
-    npu_settings, torchair_fixes, torchair_patches,
+    aclgraph_mode, compile_cache, converter_torch_npu, distributed, foreign_modules, fx_meta, graph_passes, install,
+    native_stub, npu_settings, torchair_fixes, torchair_patches,
 )
 from ..device.activation import is_active
 from ..device.torch_npu_facade import is_facade
@@ -201,6 +201,7 @@ def _import_contained(torchair_parent: Path):
     distributed.install(torchair)  # its collective npu_define ops on CPU tensors, its send/recv pass without torch_npu
     npu_settings.install(torchair)  # torch.npu.matmul.allow_hf32 (False) for the two converters that read it
     converter_torch_npu.install(torchair)  # `import torch_npu` in a converter: the CPU-host stand-in, during the call
+    graph_passes.install(torchair)  # its FX pattern passes take their Ascend-host branches (they test for torch_npu)
     aclgraph_mode.install(torchair)  # mode reduce-overhead / npugraph_ex: the AOT graph, no ACL capture
     compile_cache.install(torchair)  # GE mode: a graph lowered before (this process or another) is not lowered again
     if "torch_npu" in sys.modules and not is_facade(sys.modules["torch_npu"]):  # the boundary; fail loudly
