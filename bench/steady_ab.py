@@ -8,6 +8,8 @@ EfficientNet (batch 2; tests/zoo/conftest.py of this repository) with npugraph a
 calls in alternating rounds with the calling thread's CPU time (time.thread_time, one intra-op thread), which
 another process's load changes far less than wall time. Prints the npugraph / eager ratio per model, per
 process and the median over the pairs. Not part of `make bench` (it needs a second tree).
+`--modes static,dynamic` compiles each model both ways (torch.compile's `dynamic`); `--threads 2` runs two
+intra-op threads and times the process's CPU time (the pool's too) instead of the calling thread's.
 """
 from __future__ import annotations
 
@@ -41,14 +43,15 @@ def _build(zoo, name: str, batch: int, length: int):
     return entry.build(), entry.inputs(batch, length)
 
 
-def child(tree: str, rounds: int, models: list) -> None:
+def child(tree: str, rounds: int, models: list, modes: list, threads: int) -> None:
     import importlib.util
     import time
 
     sys.path.insert(0, tree)
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
+    clock = time.thread_time if threads == 1 else time.process_time
     import op_plugin
     from op_plugin._simulator import load_simulated_torchair
 
@@ -60,10 +63,11 @@ def child(tree: str, rounds: int, models: list) -> None:
     sys.modules["steady_ab_zoo"] = zoo
     spec.loader.exec_module(zoo)
     out = {}
-    for label, (name, batch, length) in models:
+    for (model_label, (name, batch, length)), mode in [(m, mode) for m in models for mode in modes]:
+        label = model_label if modes == ["static"] else f"{model_label}.{mode}"
         torch._dynamo.reset()
         model, kwargs = _build(zoo, name, batch, length)
-        fns = {"eager": model, "npugraph": torch.compile(model, backend="npugraph")}
+        fns = {"eager": model, "npugraph": torch.compile(model, backend="npugraph", dynamic=mode == "dynamic")}
         times = {k: [] for k in fns}
         with torch.no_grad():
             for _ in range(5):
@@ -72,9 +76,9 @@ def child(tree: str, rounds: int, models: list) -> None:
             for _ in range(rounds):
                 for key, fn in fns.items():
                     for _ in range(4):
-                        start = time.thread_time()
+                        start = clock()
                         fn(**kwargs)
-                        times[key].append(time.thread_time() - start)
+                        times[key].append(clock() - start)
         med = {k: statistics.median(v) for k, v in times.items()}
         out[label] = {"eager_ms": med["eager"] * 1e3, "npugraph_ms": med["npugraph"] * 1e3,
                      "ratio": med["npugraph"] / med["eager"]}
@@ -88,27 +92,30 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--models", default=",".join(name for name, _, _ in MODELS),
                         help=f"comma-separated: zoo models {[m[0] for m in MODELS]} and/or {list(EXTRA)}")
+    parser.add_argument("--modes", default="static", help="comma-separated: static and/or dynamic")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     known = {name: (name, (name, batch, length)) for name, batch, length in MODELS}
     known.update({label: (label, spec) for label, spec in EXTRA.items()})
     models = [known[name] for name in args.models.split(",")]
     if args.child:
-        child(args.child, args.rounds, models)
+        child(args.child, args.rounds, models, args.modes.split(","), args.threads)
         return
     if len(args.trees) != 2:
         parser.error("give two trees: before and after")
-    ratios = {tree: {label: [] for label, _ in models} for tree in args.trees}
+    ratios = {tree: {} for tree in args.trees}
     for _ in range(args.pairs):
         for tree in args.trees:
             proc = subprocess.run([sys.executable, __file__, "--child", str(Path(tree).resolve()),
-                                   "--rounds", str(args.rounds), "--models", args.models],
+                                   "--rounds", str(args.rounds), "--models", args.models, "--modes", args.modes,
+                                   "--threads", str(args.threads)],
                                   capture_output=True, text=True, cwd="/")
             line = next((x for x in proc.stdout.splitlines() if x.startswith(MARK)), None)
             if line is None:
                 raise RuntimeError(f"child for {tree} failed:\n{proc.stderr[-3000:]}")
             for name, figures in json.loads(line[len(MARK):]).items():
-                ratios[tree][name].append(figures["ratio"])
+                ratios[tree].setdefault(name, []).append(figures["ratio"])
                 print(f"{tree}: {name} eager {figures['eager_ms']:.2f} ms, npugraph {figures['npugraph_ms']:.2f} ms, "
                       f"ratio {figures['ratio']:.2f}", flush=True)
     for tree in args.trees:

@@ -66,7 +66,7 @@ def test_the_program_holds_only_generated_names(per_signature, recorded_plans):
         assert re.fullmatch(r"[\s\w=\[\](),:.\-]*", body), body
         words = set(re.findall(r"[A-Za-z_]\w*", body))
         generated = {w for w in words if re.fullmatch(r"[vckws]\d+|n|r|inputs|None|try|except|raise|from|as|error"
-                                                     r"|return|pass|if|else|is|_\w+|Exception", w)}
+                                                     r"|return|pass|if|else|is|not|_\w+|Exception", w)}
         assert words == generated, words - generated
 
 

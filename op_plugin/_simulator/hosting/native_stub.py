@@ -122,24 +122,45 @@ class TorchNpuGraphBase:
 
     def run(self, args):
         inputs, assigned_outputs, _stream = args
-        if self.graph_def is None:
-            raise RuntimeError(f"CPU simulator: graph {self.name!r} run before it was loaded")
-        self.compile()
-        # TorchAir's data dump (dump_config), honoured by op_plugin/_simulator/hosting/data_dump.py
-        from .data_dump import dumping
-
-        from ..device.graph_io import device_outputs, host_inputs
-
+        plan = self._plan
+        if plan is None:
+            if self.graph_def is None:
+                raise RuntimeError(f"CPU simulator: graph {self.name!r} run before it was loaded")
+            self.compile()
+            plan = self._plan
+        dumping, host_inputs, device_outputs = _RUN_HELPERS or _run_helpers()
         # npu inputs (the virtual NPU) run as CPU views of their memory; the results go back as npu tensors.
         host, placement = host_inputs(inputs, self.name)
-        with dumping(self, host), _outside_python_dispatch_modes():
-            outputs = device_outputs(self._plan.run(host), placement)
-            # An assigned output is an input tensor that GE writes the result into (output aliases input).
-            for index, target in enumerate(assigned_outputs or ()):
-                if target is not None:
-                    target.copy_(outputs[index])
-                    outputs[index] = target
+        dump = dumping(self, host)  # TorchAir's data dump (dump_config), honoured by data_dump.py
+        if dump.__class__ is contextlib.nullcontext and not _dispatch_modes_active():
+            outputs = device_outputs(plan.run(host), placement)  # the steady call: nothing to enter or leave
+        else:
+            with dump, _outside_python_dispatch_modes():
+                outputs = device_outputs(plan.run(host), placement)
+        # An assigned output is an input tensor that GE writes the result into (output aliases input).
+        for index, target in enumerate(assigned_outputs or ()):
+            if target is not None:
+                target.copy_(outputs[index])
+                outputs[index] = target
         return outputs
+
+
+_RUN_HELPERS: tuple = ()
+
+
+def _run_helpers() -> tuple:
+    """(dumping, host_inputs, device_outputs), imported on the first run (not at import: the device package
+    loads the virtual NPU's pieces) and kept, so a steady call pays no import statement."""
+    global _RUN_HELPERS
+    from ..device.graph_io import device_outputs, host_inputs
+    from .data_dump import dumping
+
+    _RUN_HELPERS = (dumping, host_inputs, device_outputs)
+    return _RUN_HELPERS
+
+
+def _dispatch_modes_active() -> bool:
+    return bool(torch._C._len_torch_dispatch_stack() or torch._ops._len_torch_dispatch_stack_pre_dispatch())
 
 
 def _outside_python_dispatch_modes():
@@ -149,7 +170,7 @@ def _outside_python_dispatch_modes():
     are aten calls, so the modes are set aside while the graph runs; without that, each of them went
     through AOT's check in Python on the first call (issue 28: ~30% of a 2-layer model's first run).
     No mode active (every later call): nothing to do."""
-    if not torch._C._len_torch_dispatch_stack() and not torch._ops._len_torch_dispatch_stack_pre_dispatch():
+    if not _dispatch_modes_active():
         return contextlib.nullcontext()
     from torch.utils._python_dispatch import _disable_current_modes
 

@@ -384,14 +384,16 @@ class GraphPlan:
         if len(inputs) != self.num_data:
             raise GeExecutionError(f"GE graph {self.name!r} has {self.num_data} Data nodes "
                                    f"but got {len(inputs)} inputs")
-        signature = input_signature(inputs) if self._verified is not None and not _observers else None
+        verified_calls = self._verified
+        signature = input_signature(inputs) if verified_calls is not None and not _observers else None
         token = VIEWS_ALLOWED.set(self._views_allowed)
         try:
             if signature is not None:
-                verified = self._verified.get(signature)
+                verified = verified_calls.get(signature)
                 if verified is not None:  # its first call passed every check: the generated program
-                    self._verified.move_to_end(signature)
-                    return self._collect_outputs(verified.program(inputs), inputs, verified.storages, verified.ids)
+                    verified_calls.move_to_end(signature)
+                    return self._collect_outputs(verified.program(inputs), inputs, verified.storages, verified.ids,
+                                                 verified.outputs)
             return self._run_first(inputs, signature)
         finally:
             VIEWS_ALLOWED.reset(token)
@@ -410,10 +412,12 @@ class GraphPlan:
         storages = {_storage(v) for v in folded_values.values() if isinstance(v, torch.Tensor) and v.numel() > 0}
         ids = frozenset(id(v) for v in folded_values.values())
         self._program = build_program(self, inputs, folded_values, calls)
-        self._verified[signature] = Verified(self._program, storages, ids, folded_values, calls)
+        outputs = self._collect_outputs(outs, inputs, storages, ids)
+        self._verified[signature] = Verified(self._program, storages, ids, folded_values, calls,
+                                             tuple((t.dtype, t.shape) for t in outputs))
         if len(self._verified) > _MAX_VERIFIED_SIGNATURES:
             self._verified.popitem(last=False)
-        return self._collect_outputs(outs, inputs, storages, ids)
+        return outputs
 
     def _run_checked(self, values: list, inputs: list, folded_values: dict, calls: dict) -> None:
         """Every kernel, every node check; the outputs of folded nodes go to `folded_values`, and the
@@ -481,12 +485,15 @@ class GraphPlan:
                 values[data.slot] = tensor
 
     def _collect_outputs(self, outs: list, inputs: list, cached_storages: set = frozenset(),
-                         cached_ids: frozenset = frozenset()) -> list:
+                         cached_ids: frozenset = frozenset(), proven: tuple = ()) -> list:
+        """The graph outputs, each in a buffer of its own and checked against the graph; `proven`: the
+        (dtype, shape) of each output on the signature's first call, which passed the full checks: an output
+        equal to it passes them too, anything else is checked in full."""
         outputs = []
         seen_storages = None  # built only when an output's buffer may be shared (verified.fresh_output)
         kept_ids = self._kept_ids | cached_ids if cached_ids else self._kept_ids
-        for value, trusted, (where, check, expected) in zip(outs, self._trusted_outputs, self._output_checks,
-                                                            strict=True):
+        for position, (value, trusted, (where, check, expected)) in enumerate(
+                zip(outs, self._trusted_outputs, self._output_checks, strict=True)):
             tensor = value.contiguous()
             # GE writes every output into its own buffer: never hand back an alias of an input,
             # another output, a Const the plan keeps or a value it caches for a signature.
@@ -498,11 +505,12 @@ class GraphPlan:
                 if tensor.numel() > 0 and _storage(tensor) in seen_storages:
                     tensor = tensor.clone()
                 seen_storages.add(_storage(tensor))
-            if check is not None:
-                check_output(tensor, check)
-            if expected is not None and tensor.dtype != expected:
-                raise GeExecutionError(f"{where}: dtype mismatch, graph attr _output_dtypes expects {expected}, "
-                                       f"got {tensor.dtype}")
+            if not proven or tensor.dtype is not proven[position][0] or tensor.shape != proven[position][1]:
+                if check is not None:
+                    check_output(tensor, check)
+                if expected is not None and tensor.dtype != expected:
+                    raise GeExecutionError(f"{where}: dtype mismatch, graph attr _output_dtypes expects {expected}, "
+                                           f"got {tensor.dtype}")
             outputs.append(tensor)
         return outputs
 

@@ -98,19 +98,23 @@ def _step_lines(position: int, step, call, namespace: dict, fixed: dict, plan) -
     if step.collective:  # its group's ranks agree on every call, as on the checked first one
         namespace[f"a{position}"] = functools.partial(collectives.agree, step.op, step.attrs)
         lines.append(f"a{position}([{', '.join(flat)}])")
-    lines.append(f"r = k{position}({', '.join(shown)})")
-    convert = f"_as_outputs(r, w{position})"
+    call_text = f"k{position}({', '.join(shown)})"
     outs = step.out_slots
-    if step.writes_inputs:
-        namespace[f"s{position}"] = step
-        lines.append(f"r = {convert}")
-        lines.append(f"_write(s{position}, r, inputs)")
+    if len(outs) == 1 and outs[0][0] == 0 and not step.writes_inputs:
+        # straight into its value: no name holds a node's result once its last reader has run
+        value = f"v{outs[0][1]}"
+        lines.append(f"{value} = {call_text}")
+        lines.append(f"if {value}.__class__ is not _Tensor:")
+        lines.append(f"    {value} = _as_outputs({value}, w{position})[0]")
+    elif not outs and not step.writes_inputs:
+        lines.append(call_text)  # no node reads its outputs: dropped at once
+    else:
+        lines.append(f"r = _as_outputs({call_text}, w{position})")
+        if step.writes_inputs:
+            namespace[f"s{position}"] = step
+            lines.append(f"_write(s{position}, r, inputs)")
         lines.extend(f"v{slot} = r[{index}]" for index, slot in outs)
-    elif len(outs) == 1 and outs[0][0] == 0:
-        lines.append(f"v{outs[0][1]} = r if r.__class__ is _Tensor else {convert}[0]")
-    elif outs:
-        lines.append(f"r = {convert}")
-        lines.extend(f"v{slot} = r[{index}]" for index, slot in outs)
+        lines.append("r = None")  # outputs no node reads are freed now, not at the next multi-output node
     lines.extend(f"v{slot} = None" for slot in step.free_after if slot not in fixed)
     return lines
 

@@ -47,6 +47,7 @@ class Verified(NamedTuple):
     ids: frozenset  # id() of the folded values
     folded: dict  # slot -> folded value (the program holds them; kept for tools rebuilding it)
     calls: dict  # step -> the call it was prepared with for this signature (idem)
+    outputs: tuple  # (dtype, shape) of each graph output on the first call, which passed every output check
 
 
 def _use_count():
