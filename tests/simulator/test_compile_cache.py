@@ -227,3 +227,19 @@ def test_without_a_place_for_the_signing_secret_the_cache_is_off_and_compiling_w
     assert any("signing secret cannot be read or made" in str(w.message) for w in caught)
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
     assert not cache_dir.exists() or not list(cache_dir.glob("*.json"))
+
+
+def test_fx_shapes_survive_the_store_as_data_not_text():
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv
+
+    from op_plugin._simulator.hosting import fx_meta
+
+    s0 = sympy.Symbol("s0", integer=True, positive=True)
+    s1 = sympy.Symbol("s1", integer=True, positive=True)
+    record = fx_meta.FxMetaRecord(outputs={"mm": (2, s0 * s1, FloorDiv(s0, 2) + 1)}, placeholders={"x": (s0, s1),
+                                                                                                     "n": s1})
+    back = fx_meta.record_from_data(json.loads(json.dumps(fx_meta.record_to_data(record))))
+    assert back.outputs == record.outputs and back.placeholders == record.placeholders
+    with pytest.raises(fx_meta.UnserializableRecord, match="uses sin"):
+        fx_meta.record_to_data(fx_meta.FxMetaRecord(outputs={"y": (sympy.sin(s0),)}))

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, FunctionType, MethodType, ModuleType
 
-import sympy
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -255,75 +254,6 @@ def key_of(details: dict) -> str:
     return hashlib.sha256(json.dumps(details, sort_keys=True, default=str).encode()).hexdigest()
 
 
-# ---- FX shapes (symbolic sizes) as data -----------------------------------------------------------------
-
-def _sympy_classes() -> dict:
-    from torch.utils._sympy import functions
-
-    allowed = {cls.__name__: cls for cls in (sympy.Add, sympy.Mul, sympy.Pow, sympy.Max, sympy.Min)}
-    for name in ("FloorDiv", "CeilDiv", "CleanDiv", "ModularIndexing", "Mod", "PythonMod", "Max", "Min",
-                 "PowByNatural", "IntTrueDiv", "FloorToInt", "CeilToInt", "TruncToInt", "Identity"):
-        if hasattr(functions, name):
-            allowed[name] = getattr(functions, name)
-    return allowed
-
-
-def _expr_to_data(expr) -> object:
-    if isinstance(expr, int):
-        return expr
-    if isinstance(expr, sympy.Integer):
-        return int(expr)
-    if isinstance(expr, sympy.Rational):
-        return {"q": [int(expr.p), int(expr.q)]}
-    if isinstance(expr, sympy.Symbol):
-        return {"s": expr.name, "a": {k: bool(v) for k, v in expr.assumptions0.items() if v is not None}}
-    name = type(expr).__name__
-    if name not in _sympy_classes():
-        raise _NotCacheable(f"a size expression uses {name}")
-    return {"f": name, "x": [_expr_to_data(arg) for arg in expr.args]}
-
-
-def _expr_from_data(data, symbols: dict):
-    if isinstance(data, int):
-        return data
-    if "q" in data:
-        return sympy.Rational(*data["q"])
-    if "s" in data:
-        key = (data["s"], tuple(sorted(data["a"].items())))
-        if key not in symbols:
-            symbols[key] = sympy.Symbol(data["s"], **data["a"])
-        return symbols[key]
-    return _sympy_classes()[data["f"]](*(_expr_from_data(arg, symbols) for arg in data["x"]))
-
-
-def _dims_to_data(dims) -> object:
-    if isinstance(dims, tuple):
-        return {"t": [_expr_to_data(d) for d in dims]}
-    return {"e": _expr_to_data(dims)}
-
-
-def _dims_from_data(data, symbols):
-    if "t" in data:
-        return tuple(_expr_from_data(d, symbols) for d in data["t"])
-    return _expr_from_data(data["e"], symbols)
-
-
-def record_to_data(record: fx_meta.FxMetaRecord | None) -> dict | None:
-    if record is None:
-        return None
-    return {"outputs": {name: _dims_to_data(dims) for name, dims in record.outputs.items()},
-            "placeholders": {name: _dims_to_data(dims) for name, dims in record.placeholders.items()}}
-
-
-def record_from_data(data: dict | None) -> fx_meta.FxMetaRecord | None:
-    if data is None:
-        return None
-    symbols: dict = {}
-    return fx_meta.FxMetaRecord(
-        outputs={name: _dims_from_data(dims, symbols) for name, dims in data["outputs"].items()},
-        placeholders={name: _dims_from_data(dims, symbols) for name, dims in data["placeholders"].items()})
-
-
 # ---- the hook -------------------------------------------------------------------------------------------
 
 def _config_allows(config) -> str | None:
@@ -345,7 +275,7 @@ def _load(payload: dict):
     module = _compile_py_code(payload["py_code"])
     executor = getattr(getattr(module, "ge_graph", None), "_executor", None)
     if executor is not None and hasattr(executor, "fx_meta"):
-        executor.fx_meta = record_from_data(payload["fx_meta"])
+        executor.fx_meta = fx_meta.record_from_data(payload["fx_meta"])
     return module.kernel
 
 
@@ -377,7 +307,10 @@ def _store_result(runner, key: str, details: dict, guards_before: int, example_i
     if unbound:  # e.g. a size symbol no input carries: TorchAir's runner computes it, its codegen does not
         return f"TorchAir's generated code names {', '.join(unbound)} without defining them"
     executor = getattr(runner.graph, "_executor", None)
-    record = record_to_data(getattr(executor, "fx_meta", None))
+    try:
+        record = fx_meta.record_to_data(getattr(executor, "fx_meta", None))
+    except fx_meta.UnserializableRecord as error:
+        return str(error)
     _store(cache_folder()).put(key, {"details": details, "py_code": py_code, "fx_meta": record})  # not None here
     return None
 

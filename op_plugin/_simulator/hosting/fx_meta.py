@@ -98,3 +98,77 @@ def install(torchair) -> None:
     fx2ge_converter._set_fx_tensor_names = recording_set_fx_tensor_names
     fx2ge_converter.GeConcreteGraph.parse_input = recording_parse_input
     fx2ge_converter._op_plugin_fx_meta_installed = True
+
+
+# ---- a record as JSON data (npugraph's compile cache stores it): sympy expressions as trees of allow-listed
+# ---- classes, rebuilt without parsing or evaluating any text
+
+class UnserializableRecord(ValueError):
+    """A size expression uses a class outside the allow-list."""
+
+
+def _sympy_classes() -> dict:
+    from torch.utils._sympy import functions
+
+    allowed = {cls.__name__: cls for cls in (sympy.Add, sympy.Mul, sympy.Pow, sympy.Max, sympy.Min)}
+    for name in ("FloorDiv", "CeilDiv", "CleanDiv", "ModularIndexing", "Mod", "PythonMod", "Max", "Min",
+                 "PowByNatural", "IntTrueDiv", "FloorToInt", "CeilToInt", "TruncToInt", "Identity"):
+        if hasattr(functions, name):
+            allowed[name] = getattr(functions, name)
+    return allowed
+
+
+def _expr_to_data(expr) -> object:
+    if isinstance(expr, int):
+        return expr
+    if isinstance(expr, sympy.Integer):
+        return int(expr)
+    if isinstance(expr, sympy.Rational):
+        return {"q": [int(expr.p), int(expr.q)]}
+    if isinstance(expr, sympy.Symbol):
+        return {"s": expr.name, "a": {k: bool(v) for k, v in expr.assumptions0.items() if v is not None}}
+    name = type(expr).__name__
+    if name not in _sympy_classes():
+        raise UnserializableRecord(f"a size expression uses {name}")
+    return {"f": name, "x": [_expr_to_data(arg) for arg in expr.args]}
+
+
+def _expr_from_data(data, symbols: dict):
+    if isinstance(data, int):
+        return data
+    if "q" in data:
+        return sympy.Rational(*data["q"])
+    if "s" in data:
+        key = (data["s"], tuple(sorted(data["a"].items())))
+        if key not in symbols:
+            symbols[key] = sympy.Symbol(data["s"], **data["a"])
+        return symbols[key]
+    return _sympy_classes()[data["f"]](*(_expr_from_data(arg, symbols) for arg in data["x"]))
+
+
+def _dims_to_data(dims) -> object:
+    if isinstance(dims, tuple):
+        return {"t": [_expr_to_data(d) for d in dims]}
+    return {"e": _expr_to_data(dims)}
+
+
+def _dims_from_data(data, symbols):
+    if "t" in data:
+        return tuple(_expr_from_data(d, symbols) for d in data["t"])
+    return _expr_from_data(data["e"], symbols)
+
+
+def record_to_data(record: FxMetaRecord | None) -> dict | None:
+    if record is None:
+        return None
+    return {"outputs": {name: _dims_to_data(dims) for name, dims in record.outputs.items()},
+            "placeholders": {name: _dims_to_data(dims) for name, dims in record.placeholders.items()}}
+
+
+def record_from_data(data: dict | None) -> FxMetaRecord | None:
+    if data is None:
+        return None
+    symbols: dict = {}
+    return FxMetaRecord(
+        outputs={name: _dims_from_data(dims, symbols) for name, dims in data["outputs"].items()},
+        placeholders={name: _dims_from_data(dims, symbols) for name, dims in data["placeholders"].items()})
