@@ -21,6 +21,10 @@ _SIGNAL_IN_THE_WINDOW = """
     import os, signal, sys, time
     SIGNUM = signal.{signame}
     sent = []
+    # Python's own dispositions, whatever this child inherited: a shell's background job starts with SIGINT
+    # ignored (POSIX), and an ignored SIGINT would never interrupt the load.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     def audit(event, args):
         if event != "import" or sent:
