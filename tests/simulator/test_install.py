@@ -11,17 +11,7 @@ import pytest
 from op_plugin._base import wheel as _wheel
 from op_plugin._simulator.hosting import install as _install
 from op_plugin._simulator import install_simulator, simulator_dir
-
-
-def _fake_unpack(folder, version=_install.TORCH_NPU_VERSION):
-    """The files a complete unpack of the pinned wheel has (contents do not matter here)."""
-    for name in _wheel.REQUIRED_FILES:
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("# stand-in\n")
-    dist_info = folder / f"torch_npu-{_install.TORCH_NPU_VERSION}.dist-info"
-    dist_info.mkdir(parents=True, exist_ok=True)
-    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch_npu\nVersion: {version}\n\nbody\n")
+from tests.simulator._wheel_fakes import fake_unpack
 
 
 @pytest.fixture
@@ -40,7 +30,7 @@ def test_simulator_dir_default_and_override(monkeypatch, tmp_path):
 
 def test_existing_complete_folder_is_compiled_and_marked_without_pip_and_not_redone(tmp_path, no_pip, monkeypatch):
     folder = tmp_path / "sim"
-    _fake_unpack(folder)
+    fake_unpack(folder)
     assert install_simulator(folder) == folder
     marker = json.loads((folder / _install.MARKER_NAME).read_text())
     assert marker["torch_npu"] == "2.13.0" and marker["bytecode"] == [sys.implementation.cache_tag]
@@ -55,7 +45,7 @@ def test_existing_complete_folder_is_compiled_and_marked_without_pip_and_not_red
 
 def test_a_folder_marked_by_an_older_op_plugin_gets_its_bytecode(tmp_path, no_pip):
     folder = tmp_path / "sim"
-    _fake_unpack(folder)
+    fake_unpack(folder)
     (folder / _install.MARKER_NAME).write_text(json.dumps({"torch_npu": _install.TORCH_NPU_VERSION}))
     install_simulator(folder)
     assert json.loads((folder / _install.MARKER_NAME).read_text())["bytecode"] == [sys.implementation.cache_tag]
@@ -68,7 +58,7 @@ def test_missing_folder_is_unpacked_by_pip_into_a_staging_dir_then_renamed(tmp_p
     def fake_pip(target):
         seen.append(target)
         assert target != folder and target.parent == folder.parent  # never the final folder, never site-packages
-        _fake_unpack(target)
+        fake_unpack(target)
 
     monkeypatch.setattr(_install, "_pip_unpack", fake_pip)
     install_simulator(folder, quiet=True)
@@ -95,7 +85,7 @@ def test_failed_pip_leaves_no_half_folder(tmp_path, monkeypatch):
 
 def test_wrong_version_is_not_complete(tmp_path):
     folder = tmp_path / "sim"
-    _fake_unpack(folder, version="2.14.0")
+    fake_unpack(folder, version="2.14.0")
     assert any("2.14.0" in part for part in _install.missing_parts(folder))
 
 
@@ -112,7 +102,7 @@ def test_pip_command_is_pinned_and_targets_the_folder(tmp_path, monkeypatch):
 
 def test_command_line_on_a_complete_folder(tmp_path):
     folder = tmp_path / "sim"
-    _fake_unpack(folder)
+    fake_unpack(folder)
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for _ in range(2):
         result = subprocess.run(

@@ -10,20 +10,9 @@ import textwrap
 
 import pytest
 
-from op_plugin._base import wheel as _wheel
 from op_plugin._simulator.hosting import install as _install
 from op_plugin._simulator import install_simulator
-
-
-def _fake_unpack(folder):
-    for name in _wheel.REQUIRED_FILES:
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("# stand-in\n")
-    dist_info = folder / f"torch_npu-{_install.TORCH_NPU_VERSION}.dist-info"
-    dist_info.mkdir(parents=True, exist_ok=True)
-    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch_npu\nVersion: "
-                                        f"{_install.TORCH_NPU_VERSION}\n\nbody\n")
+from tests.simulator._wheel_fakes import fake_unpack
 
 
 def _failing_midway(calls):
@@ -83,7 +72,7 @@ def test_an_empty_folder_survives_a_failed_unpack_and_is_filled_by_a_good_one(tm
         install_simulator(folder, quiet=True)
     assert len(calls) == 1 and calls[0] != folder and not calls[0].exists()   # staged beside it, then removed
     assert folder.is_dir() and list(folder.iterdir()) == []
-    monkeypatch.setattr(_install, "_pip_unpack", _fake_unpack)
+    monkeypatch.setattr(_install, "_pip_unpack", fake_unpack)
     assert install_simulator(folder, quiet=True) == folder
     assert _install.missing_parts(folder) == [] and (folder / _install.MARKER_NAME).is_file()
     assert not (folder / _install.STAGING_MARKER_NAME).exists()
@@ -109,7 +98,7 @@ def test_our_older_unpack_survives_a_failed_unpack(tmp_path, monkeypatch):
 
 def test_our_older_unpack_is_replaced_whole(tmp_path, monkeypatch):
     folder = _old_unpack_of_ours(tmp_path)
-    monkeypatch.setattr(_install, "_pip_unpack", _fake_unpack)
+    monkeypatch.setattr(_install, "_pip_unpack", fake_unpack)
     install_simulator(folder, quiet=True)
     assert _install.missing_parts(folder) == [] and not (folder / "torch_npu" / "old.py").exists()
     assert json.loads((folder / _install.MARKER_NAME).read_text())["torch_npu"] == _install.TORCH_NPU_VERSION
@@ -121,7 +110,7 @@ def test_files_put_into_the_empty_folder_during_the_unpack_are_kept(tmp_path, mo
     folder.mkdir()
 
     def racing_pip(target):
-        _fake_unpack(target)
+        fake_unpack(target)
         (folder / "arrived.txt").write_text("someone else's")   # after the check, before the swap
 
     monkeypatch.setattr(_install, "_pip_unpack", racing_pip)
@@ -139,7 +128,7 @@ def test_leftovers_of_a_killed_installer_are_removed_and_nothing_else(tmp_path, 
     lookalike = tmp_path / ".sim.partial-users"    # same pattern, no marker: not ours
     lookalike.mkdir()
     (lookalike / "keep.txt").write_text("x")
-    monkeypatch.setattr(_install, "_pip_unpack", _fake_unpack)
+    monkeypatch.setattr(_install, "_pip_unpack", fake_unpack)
     install_simulator(folder, quiet=True)
     assert not dead.exists() and (lookalike / "keep.txt").read_text() == "x"
 
@@ -149,7 +138,7 @@ def test_a_symlinked_folder_is_installed_through_and_the_link_kept(tmp_path, mon
     real.mkdir()
     link = tmp_path / "link"
     link.symlink_to(real)
-    monkeypatch.setattr(_install, "_pip_unpack", _fake_unpack)
+    monkeypatch.setattr(_install, "_pip_unpack", fake_unpack)
     assert install_simulator(link, quiet=True) == link
     assert link.is_symlink() and _install.missing_parts(real) == []
 
