@@ -297,7 +297,8 @@ def _guard_count(example_inputs) -> int:
     return -1 if shape_env is None else len(shape_env.guards)
 
 
-def _store_result(runner, key: str, details: dict, guards_before: int, example_inputs) -> str | None:
+def _store_result(store: SignedCache, runner, key: str, details: dict, guards_before: int,
+                  example_inputs) -> str | None:
     """Store `runner`'s generated source; the reason it is not cacheable, or None when stored."""
     from torchair._ge_concrete_graph.fx2ge_converter import GeConcreteGraph
 
@@ -321,7 +322,7 @@ def _store_result(runner, key: str, details: dict, guards_before: int, example_i
         record = fx_meta.record_to_data(getattr(executor, "fx_meta", None))
     except fx_meta.UnserializableRecord as error:
         return str(error)
-    _store(cache_folder()).put(key, {"details": details, "py_code": py_code, "fx_meta": record})  # not None here
+    store.put(key, {"details": details, "py_code": py_code, "fx_meta": record})
     return None
 
 
@@ -378,7 +379,7 @@ def install(torchair) -> None:
         guards_before = _guard_count(example_inputs)
         runner = original(self, gm, example_inputs, observer)
         try:
-            reason = _store_result(runner, key, details, guards_before, example_inputs)
+            reason = _store_result(store, runner, key, details, guards_before, example_inputs)
         except _NotCacheable as error:
             reason = str(error)
         if reason:
