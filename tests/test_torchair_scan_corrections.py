@@ -186,3 +186,51 @@ def test_flash_attention_padding_mask_refused_by_name(op, compiled):
     without = check_compiled(lambda q, k, v: attention(q, k, v, num_heads=2, scale_value=0.25),
                              (query, key, value), kind="npu_ops")
     assert without.got.shape == query.shape
+
+
+def _grouped_matmul_call(**given):
+    x, w = [torch.randn(4, 8).half()], [torch.randn(8, 16).half()]
+    return (lambda x, w: torch.ops.npu.npu_grouped_matmul(x, w, split_item=0, group_type=-1, **given)), (x, w)
+
+
+def _fia_v2_call(**given):
+    q = k = v = torch.randn(1, 4, 32).bfloat16()
+    return (lambda q, k, v: torch.ops.npu.npu_fused_infer_attention_score_v2(
+        q, k, v, num_query_heads=1, input_layout="BSH", softmax_scale=0.125, **given)), (q, k, v)
+
+
+def _kv_cache_call(**given):
+    g = torch.Generator().manual_seed(0)
+    kv = torch.randn(2, 1, 3, 24, generator=g).half()
+    gamma, cos, sin = torch.rand(16).half() + 0.5, torch.rand(2, 1, 3, 8).half(), torch.rand(2, 1, 3, 8).half()
+    index = torch.tensor([0, 5, 7, 2, 9, 11])
+    kc, ckc = torch.randn(3, 4, 1, 8).half(), torch.randn(3, 4, 1, 16).half()
+    return (lambda kv, kc, ckc: torch.ops.npu.npu_kv_rmsnorm_rope_cache_v2_functional(
+        kv, gamma, cos, sin, index, kc, ckc, cache_mode="PA", **given)), (kv, kc, ckc)
+
+
+# (call builder, an argument TorchAir's converter drops, a value): graph refuses by name as eager does
+DROPPED = [(_grouped_matmul_call, "activation_input", [torch.randn(4, 8).half()]),
+           (_fia_v2_call, "query_rope_dtype", torch.bfloat16),
+           (_fia_v2_call, "key_shared_prefix_dtype", torch.bfloat16),
+           (_kv_cache_call, "k_cache_dtype", 1)]
+
+
+@pytest.mark.parametrize("build,name,value", DROPPED, ids=[f"{b.__name__[1:-5]}-{n}" for b, n, _ in DROPPED])
+def test_arguments_torchair_drops_are_refused_by_name_in_eager_and_graph(build, name, value):
+    fn, inputs = build(**{name: value})
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match=name):
+            (torch.compile(fn, backend="npugraph", fullgraph=True) if compiled else fn)(*inputs)
+    plain, inputs = build()  # without it, TorchAir's lowering matches eager
+    check_compiled(plain, inputs, kind="npu_ops")
+
+
+def test_log_softmax_half_to_float_is_read_through_the_output_dtype():
+    """The scan's `_log_softmax` finding (half_to_float never read) is not a fault: TorchAir casts `self` to
+    the node's float32 output dtype first. CPU eager refuses half_to_float, so a float64 reference."""
+    x = torch.randn(3, 7, dtype=torch.half)
+    got = torch.compile(lambda x: torch.ops.aten._log_softmax(x, 1, True), backend="npugraph")(x)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, torch.log_softmax(x.double(), 1).float(), rtol=1e-6, atol=1e-6)

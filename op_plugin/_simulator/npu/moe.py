@@ -126,6 +126,9 @@ def npu_moe_token_unpermute(permuted_tokens, sorted_indices, probs=None, padded_
 def _grouped_matmul(x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale, group_list,
                     split_item, group_type, group_list_type, act_type, unsupported):
     for name, value in unsupported.items():
+        if value is not None and name.startswith("activation_"):
+            raise KernelError(f"{name} is a reserved argument of torch_npu's op, which it ignores "
+                              "(aclnnGroupedMatmulV4 documents it as reserved)")
         if value is not None:
             raise KernelError(f"{name} is given: only the non-quantised grouped matmul is simulated")
     pts = [t for t in per_token_scale or [] if t is not None]
