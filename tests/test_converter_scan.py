@@ -62,8 +62,7 @@ KNOWN: dict[str, tuple[set[str], str]] = {
     "npu.npu_fused_infer_attention_score_v2.default": (
         {"query_rope_dtype", "key_rope_dtype", "key_shared_prefix_dtype", "value_shared_prefix_dtype",
          "dequant_scale_key_rope_dtype"},
-        CORRECTED + " (dequant_scale_key_rope_dtype: the eager op refuses every *_dtype; the converter's "
-                    "Bitcast of the others covers float8_e8m0 only, which the simulator's kernel refuses)"),
+        CORRECTED),
     "npu.npu_moe_distribute_combine.default": (
         {"shared_expert_x"}, "reserved in torch_npu v1; the wheel's Meta has no such parameter, so tracing refuses it"),
     "npu_define._send.default": ({"shape"}, "TorchAir's own op: shape is its Meta's, the GE op sends the tensor"),

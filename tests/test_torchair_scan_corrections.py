@@ -213,6 +213,7 @@ def _kv_cache_call(**given):
 DROPPED = [(_grouped_matmul_call, "activation_input", [torch.randn(4, 8).half()]),
            (_fia_v2_call, "query_rope_dtype", torch.bfloat16),
            (_fia_v2_call, "key_shared_prefix_dtype", torch.bfloat16),
+           (_fia_v2_call, "dequant_scale_key_rope_dtype", torch.float8_e8m0fnu),
            (_kv_cache_call, "k_cache_dtype", 1)]
 
 

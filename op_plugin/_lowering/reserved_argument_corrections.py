@@ -8,7 +8,8 @@ ignored silently (one contract per op, CANN's). Two kinds:
   `activation_quant_scale`, `activation_quant_offset` (aclnnGroupedMatmulV4: reserved).
 - a dtype reinterpretation the converter never reads, so the GE op would see the tensor's storage dtype
   (int8 bytes taken as int8, not as the float8 the user named): `npu_fused_infer_attention_score_v2`'s
-  `query_rope_dtype`, `key_rope_dtype`, `key_shared_prefix_dtype`, `value_shared_prefix_dtype`;
+  `query_rope_dtype`, `key_rope_dtype`, `key_shared_prefix_dtype`, `value_shared_prefix_dtype`,
+  `dequant_scale_key_rope_dtype`;
   `npu_all_to_all_quant_matmul` / `npu_quant_matmul_all_to_all`'s `comm_scale_dtype`,
   `output_scale_dtype`; `npu_add_quant_gmm(_)`'s `group_sizes` (the converter passes group_size 0);
   `npu_kv_rmsnorm_rope_cache_v2_functional`'s `k_cache_dtype`, `ckv_cache_dtype` (the converter has no
@@ -89,12 +90,13 @@ def npu_grouped_matmul(ta: TorchAirApi, *args, activation_input=None, activation
                                input_layout="BSH", softmax_scale=0.125)])
 def npu_fused_infer_attention_score_v2(ta: TorchAirApi, *args, query_rope_dtype=None, key_rope_dtype=None,
                                        key_shared_prefix_dtype=None, value_shared_prefix_dtype=None,
-                                       meta_outputs=None, **kwargs):
+                                       dequant_scale_key_rope_dtype=None, meta_outputs=None, **kwargs):
     """`npu.npu_fused_infer_attention_score_v2` with a dtype TorchAir's converter ignores: refused."""
     _refuse_given("npu_fused_infer_attention_score_v2", "a dtype reinterpretation", _UNREAD,
                   query_rope_dtype=query_rope_dtype, key_rope_dtype=key_rope_dtype,
                   key_shared_prefix_dtype=key_shared_prefix_dtype,
-                  value_shared_prefix_dtype=value_shared_prefix_dtype)
+                  value_shared_prefix_dtype=value_shared_prefix_dtype,
+                  dequant_scale_key_rope_dtype=dequant_scale_key_rope_dtype)
     return _original(ta)(*args, meta_outputs=meta_outputs, **kwargs)
 
 
