@@ -57,6 +57,22 @@ def graph_ops() -> list[torch._ops.OpOverload]:
     return sorted(found, key=str)
 
 
+_COMPILED_ONCE: list[bool] = []
+
+
+def _as_in_a_compile() -> None:
+    """Which overloads tracing takes apart depends on the Python decompositions registered as
+    CompositeImplicitAutograd py_kernels, which the modules a compile imports add (and replace): read
+    them as a user's graph is traced, after one npugraph compile in this process (707 overloads right
+    after `import op_plugin`, 800 after a compile, torch 2.13). Not from the compile cache: a hit skips
+    TorchAir's lowering and the imports it makes."""
+    if not _COMPILED_ONCE:
+        from .._backend import npugraph_backend
+
+        torch.compile(lambda x: x + 1, backend=npugraph_backend(compile_cache=False))(torch.ones(2))
+        _COMPILED_ONCE.append(True)
+
+
 def _in_torchairs_torch(fn):
     """`fn()` with torch as TorchAir's backend patches it (`add_npu_patch`: Python decompositions
     dropped or replaced), which on a CPU host the simulator swaps in only while TorchAir compiles."""
@@ -65,6 +81,7 @@ def _in_torchairs_torch(fn):
 
     from .._backend import load_torchair
 
+    _as_in_a_compile()
     torchair = load_torchair()
     torchair.get_npu_backend()  # applies (CPU host: records) TorchAir's patches
     compiler = importlib.import_module(f"{torchair.__name__}.npu_fx_compiler")
@@ -89,8 +106,10 @@ _BY_OP: list[tuple[Callable[[torch._ops.OpOverload], bool], str]] = [
      "output shape depends on the data (tag dynamic_output_shape): dynamo graph-breaks before it unless "
      "`torch._dynamo.config.capture_dynamic_output_shape_ops` is set, so a default graph never holds it"),
     (_tagged(torch.Tag.data_dependent_output),
-     "returns data to Python (tag data_dependent_output): dynamo graph-breaks before it unless "
-     "`capture_scalar_outputs` is set, so a default graph never holds it"),
+     "returns data to Python (tag data_dependent_output): by default dynamo graph-breaks before it; with "
+     "`fullgraph=True` (or `capture_scalar_outputs`) torch 2.13 traces `.item()` / `.tolist()` into the graph "
+     "as `_local_scalar_dense` with unbacked values, which TorchAir's GE mode cannot lower, on an Ascend host "
+     "alike: read the value outside the compiled function or behind `torch.compiler.disable`"),
     (_tagged(torch.Tag.view_copy),
      "the `_copy` form of a view (tag view_copy): export's core-ATen normalisation produces it; AOT graphs "
      "keep the view itself, which TorchAir lowers"),
