@@ -197,3 +197,35 @@ if __name__ == "__main__":
 ''')
     out = _ok("import runpy; runpy.run_path('spawned.py', run_name='__main__')", tmp_path)
     assert "child npu:0 [2.0, 2.0, 2.0]" in out, out
+
+
+def test_experimental_npu_fx_pass_fuses_rms_norm_on_npu_tensors(tmp_path):
+    """TorchAir's joint-graph passes (experimental_config.npu_fx_pass) trace their patterns on npu tensors and
+    need torch_npu: on the virtual NPU they rewrite a decomposed RMS norm to npu_rms_norm as on an Ascend host
+    (on CPU tensors they skip themselves: docs/npu-faithful-lowering.md). Oracle: eager on the same module."""
+    out = _ok("""
+import torch, torch_npu, torchair
+from torch._dynamo.utils import counters
+class RMS(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(64) + 0.5)
+    def forward(self, h):
+        dtype = h.dtype
+        h = h.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.weight * h.to(dtype)
+torch.manual_seed(0)
+model, x = RMS().npu(), torch.randn(4, 64, device="npu", requires_grad=True)
+config = torchair.CompilerConfig()
+config.experimental_config.npu_fx_pass = True
+out = torch.compile(model, backend=torchair.get_npu_backend(compiler_config=config))(x)
+out.sum().backward()
+grad, x.grad = x.grad.clone(), None
+eager = model(x)
+eager.sum().backward()
+torch.testing.assert_close(out.cpu(), eager.cpu(), rtol=1e-5, atol=1e-5)
+torch.testing.assert_close(grad.cpu(), x.grad.cpu(), rtol=1e-4, atol=1e-5)
+print("fused", counters["inductor"]["npu_rms_norm"])
+""", tmp_path)
+    assert "fused 2" in out
