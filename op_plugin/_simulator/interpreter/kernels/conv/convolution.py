@@ -320,6 +320,16 @@ ge_kernel("Conv2DBackpropFilter", accepts={"x": _F16_F32_F64})(_conv_backprop_fi
 ge_kernel("Conv3DBackpropFilter", accepts={"x": _F16_F32_F64})(_conv_backprop_filter(3))
 
 
+def _spatial_pair(name, values) -> list[int]:
+    """An attr of [h, w]; one value applies to both spatial dims."""
+    values = int_list(values)
+    if len(values) == 1:
+        return values * 2
+    if len(values) != 2:
+        refuse(f"{name} must have 1 or 2 values, got {values}")
+    return values
+
+
 @ge_kernel("Im2col", accepts={"x": _FLOATS}, widen=True)
 def im2col(x, *, ksizes, strides, dilations, padding_mode, pads, node):
     """CANN Im2col (REG_OP Im2col: input x, output y, attrs ksizes, strides={1}, dilations={1},
@@ -333,22 +343,14 @@ def im2col(x, *, ksizes, strides, dilations, padding_mode, pads, node):
     if layout != "NCHW" or x.dim() != 4:
         refuse(f"x must be a 4-D NCHW tensor, got layout {layout!r} and shape {list(x.shape)}")
 
-    def pair(name, values):
-        values = int_list(values)
-        if len(values) == 1:
-            return values * 2
-        if len(values) != 2:
-            refuse(f"{name} must have 1 or 2 values, got {values}")
-        return values
-
     pads = int_list(pads)
     if len(pads) == 1:
         pads = pads * 4
     if len(pads) != 4:
         refuse(f"pads must have 1 or 4 values [top, bottom, left, right], got {pads}")
     padded = F.pad(x, (pads[2], pads[3], pads[0], pads[1]))
-    return F.unfold(padded, pair("ksizes", ksizes), dilation=pair("dilations", dilations),
-                    stride=pair("strides", strides))
+    return F.unfold(padded, _spatial_pair("ksizes", ksizes), dilation=_spatial_pair("dilations", dilations),
+                    stride=_spatial_pair("strides", strides))
 
 
 @ge_kernel("Col2im", accepts={"x": (torch.float16, torch.float32)}, widen=True)
@@ -364,17 +366,9 @@ def col2im(x, output_size, *, kernel_size, dilation, padding, stride):
     if len(size) != 2:
         refuse(f"output_size must hold [H, W], got {size}")
 
-    def pair(name, values):
-        values = int_list(values)
-        if len(values) == 1:
-            return values * 2
-        if len(values) != 2:
-            refuse(f"{name} must have 1 or 2 values, got {values}")
-        return values
-
-    kernel = pair("kernel_size", kernel_size)
+    kernel = _spatial_pair("kernel_size", kernel_size)
     if x.shape[2] != kernel[0] * kernel[1]:
         refuse(f"x's dim 2 ({x.shape[2]}) is not kh * kw = {kernel[0] * kernel[1]}")
     n, c, k, blocks = x.shape
-    return F.fold(x.reshape(n, c * k, blocks), size, kernel, dilation=pair("dilation", dilation),
-                  padding=pair("padding", padding), stride=pair("stride", stride))
+    return F.fold(x.reshape(n, c * k, blocks), size, kernel, dilation=_spatial_pair("dilation", dilation),
+                  padding=_spatial_pair("padding", padding), stride=_spatial_pair("stride", stride))
