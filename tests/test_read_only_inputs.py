@@ -121,6 +121,16 @@ def torchair():
     return op_plugin.load_torchair()
 
 
+def _writing_kernel(writes: list):
+    """x * w, writing into w while `writes` is not empty."""
+    def kernel(x, w):
+        if writes:
+            w.mul_(100)
+        return x * w
+
+    return kernel
+
+
 @pytest.mark.parametrize("folded", [False, True], ids=["const", "folded"])
 @pytest.mark.parametrize("calls_before", [0, 2], ids=["first-call", "program"])
 def test_a_kernel_writing_a_kept_value_is_refused_and_the_value_restored(graph_builder, folded, calls_before):
@@ -128,13 +138,7 @@ def test_a_kernel_writing_a_kept_value_is_refused_and_the_value_restored(graph_b
     the input and where the value comes from, whether it is the signature's first, checked call or a later one
     (the generated program); later calls see the constant's own value again."""
     writes = []
-
-    def kernel(x, w):
-        if writes:
-            w.mul_(100)
-        return x * w
-
-    handle = register_ge_kernel("TestWrites", kernel)
+    handle = register_ge_kernel("TestWrites", _writing_kernel(writes))
     try:
         plan = _with_program(plan_module.compile_graph(_graph(graph_builder, folded)))
         want = [2.0, 4.0, 6.0] if not folded else [3.0, 6.0, 9.0]
@@ -169,19 +173,12 @@ def test_a_kernel_raising_after_writing_a_kept_value_keeps_its_error(graph_build
         handle.destroy()
 
 
-
 @pytest.mark.parametrize("folded", [False, True], ids=["const", "folded"])
 def test_under_inference_mode_too(graph_builder, folded):
     """Plans built and run under torch.inference_mode keep their constants with version counters (an inference
     tensor has none), so the check works, and a graph whose kernels write nothing runs as before."""
     writes = []
-
-    def kernel(x, w):
-        if writes:
-            w.mul_(100)
-        return x * w
-
-    handle = register_ge_kernel("TestWrites", kernel)
+    handle = register_ge_kernel("TestWrites", _writing_kernel(writes))
     try:
         with torch.inference_mode():
             plan = _with_program(plan_module.compile_graph(_graph(graph_builder, folded)))
