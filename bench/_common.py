@@ -170,7 +170,7 @@ def versions() -> dict:
 
     torch_npu = "not unpacked"
     try:
-        from op_plugin._simulator.hosting import install as _install
+        from op_plugin._base import wheel as _install
 
         folder = _install.simulator_dir()
         found = _install._unpacked_version(folder)

@@ -30,7 +30,7 @@ from ._common import ROOT, machine_info, versions
 from ._report import fmt, render_markdown
 
 MODULES = ("compile_time", "lowering_scaling", "steady_state", "recompiles", "dispatch", "registration", "zoo_steady",
-           "ge_profile", "fresh_process", "npu_tiers", "distributed_tier", "npu_eager", "suite_time")
+           "ge_profile", "fresh_process", "npu_tiers", "distributed_tier", "npu_eager", "startup", "suite_time")
 
 
 def run_module(name: str, quick: bool, folder: Path) -> dict:

@@ -40,6 +40,9 @@ EXPECTED_FIGURES = {
     "npu_tiers": ["npugraph_over_eager.w8a8:bfloat16.T1", "npugraph_over_aot_eager.w8a8:bfloat16.T1"],
     "distributed_tier": ["npugraph_over_eager", "npugraph_over_aot_eager"],
     "npu_eager": ["eager_npu_over_cpu.example:bert_layer.B2xL7", "npugraph_npu_over_cpu.example:bert_layer.B2xL7"],
+    "startup": ["import_torch_s", "op_plugin_over_torch_s", "op_plugin_over_torch_cpu_s",
+                "cli_first_line_after_torch_s.validate", "cli_first_stdout_after_torch_s.--help",
+                "cli_first_stdout_after_torch_worst_s", "cli_first_stdout_after_torch_cpu_worst_s"],
 }
 
 
@@ -125,3 +128,23 @@ def test_suite_time_reads_a_steps_pytest_summary_and_slowest_tests(tmp_path):
     # the steps timed are .ci/run's own, in its order, after the set-up
     assert [name for name, _ in suite_time.STEPS] == ["setup", "make test", "make virtual-npu", "make declared-cases",
                                                      "make distributed", "make zoo", "make zoo-npu"]
+
+
+def test_startup_times_each_streams_first_line_from_spawn():
+    """bench.startup's clocks, against a stand-in child: stderr at once, then 0.3 s of sleep and 0.3 s of busy CPU
+    (the oracle: time.sleep and the child's own process_time) before its stdout line."""
+    from bench import startup
+
+    code = ("import sys, time; print('progress', file=sys.stderr, flush=True); time.sleep(0.3); "
+            "end = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+            f"print({startup.MARK!r} + '[\"torchair\"]', flush=True)")
+    sample = startup.spawn("stand-in", [sys.executable, "-c", code])
+    assert sample["stream"] == "stderr" and sample["first_line"] < sample["first_stdout"]
+    assert sample["first_stdout"] >= 0.6 and sample["loaded"] == ["torchair"]
+    assert 0.3 - 0.02 <= sample["cpu_first_stdout"] <= sample["cpu_to_exit"] + 0.02  # /proc ticks: 10 ms
+    with pytest.raises(RuntimeError, match="stand-in .* exited with 3"):
+        startup.spawn("stand-in", [sys.executable, "-c", "print('x'); raise SystemExit(3)"])
+    # -X importtime's rows after a top-level import finished: only the later import's modules
+    profile = startup.import_time_profile("stand-in", [sys.executable, "-c", "import json; import csv"], after="json")
+    names = [line.split()[-1] for line in profile.splitlines()[1:]]
+    assert "csv" in names and "json" not in names and "json.decoder" not in names
