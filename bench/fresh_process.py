@@ -3,9 +3,11 @@
 Each sample is a fresh interpreter that imports torch and op_plugin, compiles the decoder model
 (bench/_model.py) with one backend and prints the first result; the parent times it from spawn to
 the result line. Backends alternate pair by pair; the figure is the median over the pairs of the
-npugraph / aot_eager ratio of a pair (both halves of a pair share the machine's load). Wall time on
-a shared machine is noisy, so each child also reports its CPU time (time.process_time, which other
-processes' load barely changes) to the first result, and the ratio of those is given beside.
+npugraph / aot_eager ratio of a pair (both halves of a pair share the machine's load). Each pair, in
+order, in a fresh compile-cache folder: aot_eager; npugraph with the cache cold (it lowers and stores);
+npugraph_warm (the next process: a hit). Wall time on a shared machine is noisy, so each child also
+reports its CPU time (time.process_time, which other processes' load barely changes) to the first
+result, and the ratio of those is given beside.
 
 Inside the child, for the first call: dynamo's share (`_compile.compile_inner` minus
 `call_user_compiler`, torch's own counters) and how many `os.path.realpath` calls run in the first
@@ -170,20 +172,22 @@ def run(quick: bool = False) -> dict:
                           f"layers (median of {cfg['pairs']} pairs, wall)", warm_wall, GOAL_WARM_CACHE, "x",
                           f"CPU-time ratio {warm_cpu:.2f}x; CPU excess {warm_diff['cpu_to_result']:+.2f} s, of which "
                           f"TorchAir's load {med['npugraph_warm']['cpu_load_torchair']:.2f} s (a hit skips its "
-                          f"lowering, not its import); cold cache -> warm: backend call "
+                          f"lowering and inductor's pattern matcher, not TorchAir's import and converters), GC in the "
+                          f"first call {warm_diff['gc_first_call']:+.2f} s; cold cache -> warm: backend call "
                           f"{med['npugraph']['cpu_backend']:.2f} -> {med['npugraph_warm']['cpu_backend']:.2f} s CPU"))
         notes.append(
             f"{layers} layers, CPU to result: npugraph {diff['cpu_to_result']:+.2f} s over aot_eager's "
             f"{med['aot_eager']['cpu_to_result']:.2f} s ({'within' if diff['cpu_to_result'] <= allowed else 'over'} "
             f"the goal's {allowed:.2f} s). Of the difference: TorchAir's load inside the first compile "
-            f"{med['npugraph']['cpu_load_torchair']:.2f} s (its imports, torch._inductor's pattern matcher among "
-            f"them, and the garbage collections they trigger: compile_time's load split), the rest of the backend "
-            f"call {diff['cpu_backend'] - med['npugraph']['cpu_load_torchair']:+.2f} s (TorchAir's lowering, "
-            f"op_plugin's converter installation), dynamo {diff['cpu_dynamo']:+.2f} s, the first run and the rest "
+            f"{med['npugraph']['cpu_load_torchair']:.2f} s (its imports and converter registrations; "
+            f"compile_time's load split), the rest of the backend call "
+            f"{diff['cpu_backend'] - med['npugraph']['cpu_load_torchair']:+.2f} s (TorchAir's lowering with "
+            f"torch._inductor's pattern matcher, imported by a miss only; op_plugin's converter installation), "
+            f"dynamo {diff['cpu_dynamo']:+.2f} s, the first run and the rest "
             f"{diff['cpu_first_call'] - diff['cpu_backend'] - diff['cpu_dynamo']:+.2f} s; GC in the first call "
-            f"{diff['gc_first_call']:+.2f} s (counted inside those parts: TorchAir's import adds ~145,000 tracked "
-            f"objects to torch's ~316,000, and the full collections that triggers, ~0.27 s each over all of them, fall "
-            f"inside the first compile).")
+            f"{diff['gc_first_call']:+.2f} s (counted inside those parts: TorchAir's import and the GE executor add "
+            f"~80,000 tracked objects to torch's ~326,000, enough to trigger a full collection over all of them, "
+            f"~0.17 s, inside the first compile).")
     return {"name": "fresh_process", "title": "Fresh process to first result, npugraph vs aot_eager",
             "config": {"layers": cfg["layers"], "alternating pairs": cfg["pairs"], "intra-op threads": cfg["threads"]},
             "figures": figures, "goals": goals,

@@ -67,22 +67,36 @@ class _SysAsOnAnAscendHost(types.ModuleType):
         return getattr(sys, name)
 
 
+_VIEW = _SysAsOnAnAscendHost("sys")
+
+
+def give_pattern_modules_the_view() -> None:
+    """Import the pattern modules (torch._inductor's pattern matcher with them) and give each its `sys` view.
+    Done at the first `_optimize_fx`, which a compile reaches only on a compile-cache miss, not at TorchAir's
+    load: a warm-cache process never imports the pattern matcher (loader_deferred)."""
+    for name in PATTERN_MODULES:
+        module = sys.modules.get(name)
+        if module is None:
+            from .loader_deferred import no_automatic_gc
+
+            with no_automatic_gc():
+                module = importlib.import_module(name)
+        if getattr(module, "sys", None) is sys:
+            module.sys = _VIEW
+
+
 def install(torchair) -> None:
-    """Give the pattern modules their view of `sys` and run TorchAir's FX passes with the stand-in (idempotent)."""
+    """Run TorchAir's FX passes with the stand-in, the pattern modules seeing their view of `sys` (idempotent)."""
     del torchair
     from torchair import npu_fx_compiler
 
-    view = _SysAsOnAnAscendHost("sys")
-    for name in PATTERN_MODULES:
-        module = importlib.import_module(name)
-        if getattr(module, "sys", None) is sys:
-            module.sys = view
     optimize = npu_fx_compiler._optimize_fx
     if getattr(optimize, "_op_plugin_graph_passes", False):
         return
 
     @functools.wraps(optimize)
     def optimize_fx(*args, **kwargs):
+        give_pattern_modules_the_view()
         with converter_torch_npu.converter_call():
             return optimize(*args, **kwargs)
 

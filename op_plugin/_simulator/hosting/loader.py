@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import gc
 import importlib
 import logging
 import signal
@@ -88,8 +87,9 @@ from ..._base.errors import OpPluginError
 from ..._base.installed import describe, is_installed_torch_npu
 from . import (
     aclgraph_mode, compile_cache, converter_torch_npu, distributed, foreign_modules, fx_meta, graph_passes, install,
-    native_stub, npu_settings, torchair_fixes, torchair_patches,
+    loader_deferred, native_stub, npu_settings, torchair_fixes, torchair_patches,
 )
+from .loader_deferred import no_automatic_gc as _no_automatic_gc
 from ..device.activation import is_active
 from ..device.torch_npu_facade import is_facade
 from ..device.torchair_branches import native_executor_modules
@@ -184,7 +184,8 @@ def _import_contained(torchair_parent: Path):
     user_level = _user_set_level("torchair")
     try:
         # the wheel's folder first while TorchAir imports (no user `torchair` package in its place), last after
-        with _torchair_signal_handlers_refused(), foreign_modules.simulator_torchair_first(parent):
+        with _torchair_signal_handlers_refused(), foreign_modules.simulator_torchair_first(parent), \
+                loader_deferred.deferring():  # inductor's pattern matcher: imported by the first miss, not here
             import torchair
         torchair_logger_class = logging.getLoggerClass()
     finally:
@@ -207,21 +208,6 @@ def _import_contained(torchair_parent: Path):
     if "torch_npu" in sys.modules and not is_facade(sys.modules["torch_npu"]):  # the boundary; fail loudly
         raise RuntimeError("loading the simulator's TorchAir imported torch_npu; the import boundary is broken")
     return torchair
-
-
-@contextlib.contextmanager
-def _no_automatic_gc():
-    """TorchAir's import (and torch.distributed.tensor's before it) adds ~145,000 objects that all survive it;
-    each full collection the allocation count triggers meanwhile walks torch's ~316,000 objects as well (about
-    0.45 s of its CPU time, bench/compile_time). Collections are held off for these imports only and the
-    previous state restored: the new objects then age as any others (no process-wide policy such as gc.freeze)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _current_signal_handlers() -> dict:
