@@ -27,6 +27,12 @@ Cross-cutting dtype rules are declared, not hand-written in every kernel (as tor
 promote), `accepts` (input name -> dtypes the prototype takes), `widen` (16-bit float inputs are
 computed in float32 and float outputs cast back to the first input's dtype, as the NPU kernels do).
 
+Layout, declared for the executor's sake (`executor/strided.py`): `strided_inputs` names the inputs a
+built-in kernel may be handed as a strided view (a transpose not copied) because it computes the same
+bits on it as on a dense copy and still returns dense outputs; `strided_view` is a kernel's form returning
+such a view instead of a dense copy (Transpose's `permute` without `contiguous`). A user's kernel has
+neither: it always gets dense tensors, as on an NPU.
+
 Custom op types (the YAML ops) are added with `register_ge_kernel`, whose handle's `destroy()`
 undoes it; their kernels may take `**named` inputs and attrs instead of a fixed signature.
 """
@@ -65,6 +71,8 @@ class KernelEntry:
     prototype: IrPrototype | None = None  # given for custom types; else CANN's built-in one
     layout_only: tuple[tuple[str, str], ...] = ()  # (attr, why it cannot change the CPU result)
     rules: DtypeRules = field(default_factory=DtypeRules)
+    strided_inputs: tuple[str, ...] = ()  # inputs it computes the same bits on as strided views (module doc)
+    strided_view: Callable | None = None  # its form returning a strided view instead of a dense copy
 
     def __repr__(self):
         origin = "built-in kernel" if self.builtin else "kernel"
@@ -126,22 +134,26 @@ def _add_builtin(entry: KernelEntry) -> None:
 
 def ge_kernel(*op_types: str, layout_only: Mapping[str, str] | None = None, one_dtype: Iterable[str] = (),
               accepts: Mapping[str, Iterable[torch.dtype]] | None = None, widen: bool = False,
-              prototype: IrPrototype | None = None, prepared: bool = False):
+              prototype: IrPrototype | None = None, prepared: bool = False, strided_inputs: Iterable[str] = (),
+              strided_view: Callable | None = None):
     """Register the decorated function as the built-in kernel of each of `op_types` (see the module doc).
 
     prototype: only for a type CANN's prototype table does not name (say where it comes from).
     prepared: the function is the kernel's prepare phase (`prepared`): it takes an InputSpec per
     input and returns the call; the decorator returns (and registers) the kernel that prepares and calls.
+    strided_inputs, strided_view: see the module doc (`strided_view` has the kernel's signature, and is a
+    prepare phase too when `prepared`).
     """
     rules = DtypeRules(tuple(one_dtype), tuple((name, tuple(d)) for name, d in (accepts or {}).items()), widen)
     layout = tuple(sorted((layout_only or {}).items()))
 
     def decorate(fn: Callable) -> Callable:
         kernel = prepared_kernel(fn) if prepared else fn
+        view = prepared_kernel(strided_view) if prepared and strided_view is not None else strided_view
         for op_type in op_types:
             _check_callable(op_type, kernel)
             _add_builtin(KernelEntry(op_type, kernel, builtin=True, prototype=prototype, layout_only=layout,
-                                     rules=rules))
+                                     rules=rules, strided_inputs=tuple(strided_inputs), strided_view=view))
         return kernel
 
     return decorate

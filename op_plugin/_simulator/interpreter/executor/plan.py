@@ -49,6 +49,7 @@ from ..kernels.common import VIEWS_ALLOWED, remember_ints
 from .. import collectives
 from ..binding import as_outputs, bind
 from ..prepared import spec_of
+from . import strided
 from .checks import GeExecutionError, check_output, kernel_failure, output_check
 from .folding import foldable_steps, is_ref_op, small_integer_data
 from .program import build_program
@@ -63,7 +64,7 @@ class _Step:
 
     __slots__ = ("op", "inputs", "attrs", "kernel", "builtin", "const", "checks", "fx_shapes",
                  "arg_slots", "out_slots", "free_after", "folded", "collective", "writes_inputs", "kept_args",
-                 "guard_every_call")
+                 "guard_every_call", "strided_args", "view_kernel", "strided_output")
 
     def __init__(self, op, inputs, attrs):
         self.op = op
@@ -83,6 +84,9 @@ class _Step:
         self.writes_inputs = ()  # (output index, graph input index): a ref op writing a Data node's buffer
         self.kept_args = ()  # (data input index, what it is): inputs fed a value the plan keeps between calls
         self.guard_every_call = False  # a kernel not ours (a user's) reads kept values: checked on every call
+        self.strided_args = frozenset()  # data inputs its built-in kernel may get as strided views (strided.py)
+        self.view_kernel = None  # its kernel's strided-view form, if it has one
+        self.strided_output = False  # runs `view_kernel`: its output is a strided view (strided.choose_views)
 
 
 _UNFED = 0  # slot 0 always holds None
@@ -138,6 +142,8 @@ class GraphPlan:
                 entry = _kernel_for(op)
                 step.kernel = bind(entry, op, step.attrs)
                 step.builtin = entry.builtin
+                step.strided_args = strided.strided_positions(entry, step.kernel)
+                step.view_kernel = strided.view_kernel(entry, op, step.attrs)
             if op.type == "NetOutput":
                 if self.outputs is not None:
                     raise GeExecutionError(f"GE graph {self.name!r} has more than one NetOutput")
@@ -233,6 +239,9 @@ class GraphPlan:
         self._views_allowed = not any(is_ref_op(step.op) for step in self._kernel_steps)
         self._find_kept_args()
         self._find_input_writes()
+        for step in strided.choose_views(self.steps, self._views_allowed):
+            step.kernel, step.strided_output = step.view_kernel, True
+        self.strided_views = tuple(step.op.name for step in self._kernel_steps if step.strided_output)
 
     def _find_kept_args(self) -> None:
         """The inputs of each kernel node that the plan feeds a value it keeps between calls: a Const, or
@@ -443,6 +452,8 @@ class GraphPlan:
             else:
                 call, outputs = _run_kernel(step, args, specs, resolver)
             calls[step] = call
+            if step.strided_args and not step.strided_output:
+                strided.check_dense(step, args, outputs)
             if step.writes_inputs:
                 self.write_inputs(step, outputs, inputs)
             for index, slot in step.out_slots:
@@ -466,8 +477,8 @@ class GraphPlan:
                 values[slot] = value
             for slot in step.free_after:
                 values[slot] = None
-            if observer is not None:
-                observer(self, step.op, outputs)
+            if observer is not None:  # what a tool sees of a node is dense, as on an NPU
+                observer(self, step.op, [t.contiguous() for t in outputs] if step.strided_output else outputs)
 
     def _data_value(self, inputs: list, values: list) -> None:
         """Fill the Data slots from the graph inputs, each checked against its Data desc."""

@@ -15,7 +15,8 @@ a value or a range in `creation` (split by sub-concept: one module would pass 40
 Index-like inputs (perm, shape, axes...) arrive as small int tensors (usually Const nodes);
 `common.int_list` turns them into Python ints. Every result is contiguous and, as a GE op writes into
 its own output buffer, a fresh tensor, except that reshape-like ops return views while the plan runs a
-graph in which no node writes into an input (`common.fresh`).
+graph in which no node writes into an input (`common.fresh`), and that a Transpose read only by kernels
+declaring `strided_inputs` returns a strided view (its `strided_view` form, chosen by the executor).
 """
 from __future__ import annotations
 
@@ -68,9 +69,10 @@ def _target_shape(x_shape, shape, axis, num_axes):
     return shape
 
 
-@ge_kernel("Reshape", prepared=True)
+@ge_kernel("Reshape", prepared=True, strided_inputs=("x",))
 def reshape(x, shape, *, axis, num_axes):
-    """A fixed target shape is worked out once."""
+    """A fixed target shape is worked out once. Any layout of x gives a dense result (reshape, then a copy
+    where the reshape is a view of a strided x): `strided_inputs`."""
     if shape.value is not None:
         dims = _target_shape(x.shape, shape.value, axis, num_axes)
         if x.dtype != torch.int4:  # `fresh` of the reshape; VIEWS_ALLOWED is fixed for the plan preparing it
@@ -157,7 +159,21 @@ def bitcast(x, *, type, keep_dim):
 
 # ---- reorders --------------------------------------------------------------------------------
 
-@ge_kernel("Transpose", prepared=True)
+# Their strided-view forms run where the executor has proven that only kernels declaring the input
+# `strided_inputs` read the result (executor/strided.py): no copy, the reader lays the values out itself.
+
+def _transpose_view(x, perm):
+    if perm.value is not None:
+        dims = int_list(perm.value)
+        return lambda x, perm: x.permute(dims)
+    return lambda x, perm: x.permute(int_list(perm))
+
+
+def _transpose_d_view(x, *, perm):
+    return x.permute(perm)
+
+
+@ge_kernel("Transpose", prepared=True, strided_inputs=("x",), strided_view=_transpose_view)
 def transpose(x, perm):
     if perm.value is not None:
         dims = int_list(perm.value)
@@ -165,7 +181,7 @@ def transpose(x, perm):
     return lambda x, perm: x.permute(int_list(perm)).contiguous()
 
 
-@ge_kernel("TransposeD")
+@ge_kernel("TransposeD", strided_inputs=("x",), strided_view=_transpose_d_view)
 def transpose_d(x, *, perm):
     return x.permute(perm).contiguous()
 
