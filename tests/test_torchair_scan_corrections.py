@@ -188,9 +188,14 @@ def test_flash_attention_padding_mask_refused_by_name(op, compiled):
     assert without.got.shape == query.shape
 
 
-def _grouped_matmul_call(**given):
+def _grouped_matmul_call(overload="default", **given):
     x, w = [torch.randn(4, 8).half()], [torch.randn(8, 16).half()]
-    return (lambda x, w: torch.ops.npu.npu_grouped_matmul(x, w, split_item=0, group_type=-1, **given)), (x, w)
+    op = getattr(torch.ops.npu.npu_grouped_matmul, overload)
+    return (lambda x, w: op(x, w, split_item=0, group_type=-1, **given)), (x, w)
+
+
+def _grouped_matmul_list_call(**given):
+    return _grouped_matmul_call("List", **given)
 
 
 def _fia_v2_call(**given):
@@ -211,6 +216,7 @@ def _kv_cache_call(**given):
 
 # (call builder, an argument TorchAir's converter drops, a value): graph refuses by name as eager does
 DROPPED = [(_grouped_matmul_call, "activation_input", [torch.randn(4, 8).half()]),
+           (_grouped_matmul_list_call, "activation_quant_scale", [torch.randn(16)]),
            (_fia_v2_call, "query_rope_dtype", torch.bfloat16),
            (_fia_v2_call, "key_shared_prefix_dtype", torch.bfloat16),
            (_fia_v2_call, "dequant_scale_key_rope_dtype", torch.float8_e8m0fnu),

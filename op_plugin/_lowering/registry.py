@@ -209,10 +209,12 @@ def install_library_converters(ta: TorchAirApi) -> HandleGroup:
 
 
 def library_op(qualname: str) -> Any | None:
-    """The `default` overload of the library op "namespace::name", or None if not registered (yet)."""
+    """The overload "namespace::name.overload" (`default` when "namespace::name"), or None if not registered
+    (yet)."""
     namespace, name = qualname.split("::")
+    name, _, overload = name.partition(".")
     try:
-        return getattr(getattr(torch.ops, namespace), name).default
+        return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
     except (AttributeError, RuntimeError):
         return None
 

@@ -21,7 +21,9 @@ refuses it with a TypeError naming it before any converter runs, on an NPU host 
 """
 from __future__ import annotations
 
-from .cases import BF16, F16, Support
+import torch
+
+from .cases import BF16, F16, Support, T
 from .registry import aten_converter
 from .schema_defaults import default_mismatches, passing_schema_defaults
 from .torchair_api import TorchAirApi
@@ -119,7 +121,10 @@ def npu_add_quant_gmm(ta: TorchAirApi, *args, group_sizes=None, meta_outputs=Non
     return _original(ta)(*args, meta_outputs=meta_outputs, **kwargs)
 
 
-@aten_converter("npu::npu_kv_rmsnorm_rope_cache_v2_functional", when="corrects")
+@aten_converter("npu::npu_kv_rmsnorm_rope_cache_v2_functional", when="corrects",
+                cases=[Support(F16(2, 1, 3, 24), F16(16, value_range=(0.5, 1.5)), F16(2, 1, 3, 8), F16(2, 1, 3, 8),
+                               T([0, 5, 7, 2, 9, 11], dtype=torch.int64), F16(3, 4, 1, 8), F16(3, 4, 1, 16),
+                               cache_mode="PA")])
 def npu_kv_rmsnorm_rope_cache_v2_functional(ta: TorchAirApi, *args, k_cache_dtype=None, ckv_cache_dtype=None,
                                             meta_outputs=None, **kwargs):
     """`npu.npu_kv_rmsnorm_rope_cache_v2_functional` with a cache dtype: refused by name (TorchAir's converter
