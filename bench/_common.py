@@ -25,6 +25,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,11 +41,16 @@ def median(values):
 
 
 def run_child(module: str, payload: dict, timeout: float = 900) -> dict:
-    """Run `python -m bench.<module> --child JSON` in a fresh interpreter and return its result dict."""
+    """Run `python -m bench.<module> --child JSON` in a fresh interpreter and return its result dict. The child's
+    npugraph compile cache is an empty folder of its own: its compiles are first compiles (a miss), whatever an
+    earlier run or the user's cache holds (bench/fresh_process.py measures the warm cache on purpose)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env.pop("OP_PLUGIN_COMPILE_CACHE", None)
     cmd = [sys.executable, "-m", f"bench.{module}", "--child", json.dumps(payload)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    with tempfile.TemporaryDirectory(prefix="op_plugin_bench_cache_") as cache_dir:
+        env["OP_PLUGIN_CACHE_DIR"] = cache_dir
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_MARK):
             if proc.returncode != 0:
