@@ -14,7 +14,8 @@ reference kernel (CompositeExplicitAutograd); CPU tensors never do. A call:
    `<function>` on the current NPU stream, and destroys every handle it made.
 
 Everything device-specific goes through `Runtime` (the current stream, the workspace, the
-libraries), which tests replace to run the binding against a stub library on host memory.
+libraries), which tests replace to run the binding against a stub library on host memory. On the
+virtual NPU (no CANN) the kernel runs the op's reference kernel instead (`on_a_device_without_cann`).
 """
 from __future__ import annotations
 
@@ -25,10 +26,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .._base.errors import MissingImplementationError
 from .._spec.model import OpSpec
 from .._spec.schema import ArgKind
 from .aclnn_abi import ACL_DTYPES, AclApi, AclnnError, CallHandles, load_library, two_phase_call
-from .binding import bind
+from .binding import bind, check_dtypes
+from .op_state import state
 
 
 @dataclass
@@ -56,6 +59,16 @@ class Runtime:
 
 
 _runtime = Runtime()
+# The virtual NPU (op_plugin._simulator.device) has no CANN, so no op's aclnn library: there an op's NPU kernel is
+# its reference kernel on the device's memory, the kernel its custom GE type runs in graph mode. Set by the device.
+_device_without_cann: str | None = None
+
+
+def on_a_device_without_cann(name: str) -> None:
+    """Make every op's NPU kernel run its reference kernel (`name`: the device, said in errors): the virtual
+    NPU's `activate()` calls this; an Ascend host never does, and there NPU tensors reach the aclnn API."""
+    global _device_without_cann
+    _device_without_cann = name
 
 
 def set_runtime(runtime: Runtime) -> Runtime:
@@ -70,6 +83,8 @@ def aclnn_kernel(spec: OpSpec):
     where = f"{spec.qualname} ({spec.aclnn.function} from {spec.aclnn.library})"
 
     def kernel(*args, **kwargs):
+        if _device_without_cann is not None:
+            return _reference_on_device(spec, args, kwargs)
         args, kwargs, bound = bind(spec, args, kwargs)
         device = next(t.device for t in _tensors(bound.values()))
         outputs, returned = _outputs(spec, args, kwargs, bound, device)
@@ -85,6 +100,17 @@ def aclnn_kernel(spec: OpSpec):
 
     kernel.__name__ = f"{spec.name}_aclnn_kernel"
     return kernel
+
+
+def _reference_on_device(spec: OpSpec, args, kwargs):
+    reference = state(spec.qualname).reference
+    if reference is None:
+        raise MissingImplementationError(
+            f"{spec.qualname}: {_device_without_cann} has no CANN, so its NPU kernel is the op's reference kernel, "
+            f"and none is defined: define one with @op_plugin.reference('{spec.qualname}')")
+    args, kwargs, bound = bind(spec, args, kwargs)
+    check_dtypes(spec, bound)
+    return reference(*args, **kwargs)
 
 
 def _tensors(values):

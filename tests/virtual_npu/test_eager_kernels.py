@@ -168,3 +168,21 @@ def test_new_ops_decline_what_their_kernels_do_not_take(tmp_path):
             print(name, "declined")
     """, tmp_path)
     assert out.count("declined") == 9
+
+
+def test_a_yaml_op_declaring_aclnn_runs_its_reference_kernel_on_the_virtual_npu(tmp_path):
+    """An Ascend program calling a YAML op that declares `aclnn:` (its NPU kernel: the Ascend C kernel through
+    aclnn) runs unchanged on the virtual NPU, which has no CANN: the op's reference kernel on the device's memory.
+    Oracle: the same op on CPU tensors (the reference kernel, CompositeExplicitAutograd)."""
+    _ok("""
+        import torch
+        import op_plugin
+        torch.manual_seed(0)
+        x, w, b = torch.randn(4, 3, 16), torch.randn(8, 16), torch.randn(8)
+        out = torch.ops.npu.npu_custom_linear(x.npu(), w.npu(), b.npu())
+        assert out.device.type == "npu", out.device
+        assert torch.equal(out.cpu(), torch.ops.npu.npu_custom_linear(x, w, b))
+        y = torch.ops.npu.npu_vector_add(x.npu(), x.npu())
+        assert torch.equal(y.cpu(), torch.ops.npu.npu_vector_add(x, x))
+        print("ok")
+    """, tmp_path)

@@ -77,4 +77,7 @@ def activate() -> None:
     streams.install()
     torch_npu_facade.install()
     hccl.install()
+    from ..._registry import aclnn_kernel
+
+    aclnn_kernel.on_a_device_without_cann("the virtual NPU")  # YAML ops' `aclnn:` kernels: their reference
     _ACTIVE = True
