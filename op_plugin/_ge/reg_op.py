@@ -31,6 +31,11 @@ class UnparsedDefault(ValueError):
     pass
 
 
+def reg_op_texts(text: str) -> list[tuple[str, str]]:
+    """(GE op type, its whole `REG_OP(...)` docstring) for each in `text`, in order, unparsed."""
+    return [(match.group(1), match.group(0)) for match in _REG_OP.finditer(text)]
+
+
 def parse_reg_ops(text: str, dtype_numbers: Mapping[str, int] | None = None) -> dict[str, IrPrototype]:
     """GE op type -> prototype, for every `REG_OP(...)` docstring in `text`.
 

@@ -72,3 +72,20 @@ def test_a_hand_copied_default_is_caught():
     assert builtin_prototype("Swish") is not None
     assert signature_problems(KernelEntry("Swish", swish, builtin=True), "Swish") == [
         "attr 'scale' has a default in the kernel; the prototype's is used"]
+
+
+def test_builtin_prototypes_parsed_per_type_equal_the_whole_table_parsed_at_once():
+    """`builtin_prototype(type)` parses one REG_OP text when asked: the same prototypes as parsing each file whole,
+    the first file naming a type winning (the oracle: parse_reg_ops over the files, as before)."""
+    from op_plugin._base.wheel import simulator_dir
+    from op_plugin._ge import builtin_prototypes as shipped
+    from op_plugin._ge.reg_op import parse_dtype_enum, parse_reg_ops
+
+    folder = simulator_dir()
+    numbers = parse_dtype_enum((folder / shipped.DTYPE_HEADER).read_text(encoding="utf-8"))
+    whole: dict = {}
+    for name in shipped.PROTOTYPE_FILES:
+        for op_type, prototype in parse_reg_ops((folder / name).read_text(encoding="utf-8"), numbers).items():
+            whole.setdefault(op_type, prototype)
+    assert shipped.builtin_prototypes() == whole and len(whole) > 1000
+    assert builtin_prototype("MatMulV2") == whole["MatMulV2"] and builtin_prototype("NoSuchOp") is None
