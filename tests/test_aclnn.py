@@ -67,6 +67,10 @@ class HostRuntime(aclnn_kernel.Runtime):
         return buffer
 
 
+def _no_reference(*args, **kwargs):
+    raise AssertionError("an aclnn kernel on an Ascend host never runs the reference kernel")
+
+
 @pytest.fixture
 def ops(stub_library, tmp_path, monkeypatch):
     log = tmp_path / "calls.log"
@@ -76,7 +80,7 @@ def ops(stub_library, tmp_path, monkeypatch):
     runtime = HostRuntime(stub_library)
     previous = aclnn_kernel.set_runtime(runtime)
     op_plugin.load_yaml(path)
-    kernels = {name: aclnn_kernel.aclnn_kernel(op_plugin._registry.find(name).spec)
+    kernels = {name: aclnn_kernel.aclnn_kernel(op_plugin._registry.find(name).spec, _no_reference)
                for name in ("npu_aclnn_vector_add", "npu_aclnn_linear", "npu_aclnn_missing")}
     yield kernels, log, runtime
     unload("npu_aclnn_vector_add")

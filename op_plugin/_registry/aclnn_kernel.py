@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import torch
 
-from .._base.errors import MissingImplementationError
 from .._spec.model import OpSpec
 from .._spec.schema import ArgKind
 from .aclnn_abi import ACL_DTYPES, AclApi, AclnnError, CallHandles, load_library, two_phase_call
-from .binding import bind, check_dtypes
-from .op_state import state
+from .binding import bind
 
 
 @dataclass
@@ -60,7 +59,7 @@ class Runtime:
 
 _runtime = Runtime()
 # The virtual NPU (op_plugin._simulator.device) has no CANN, so no op's aclnn library: there an op's NPU kernel is
-# its reference kernel on the device's memory, the kernel its custom GE type runs in graph mode. Set by the device.
+# its reference kernel on the device's memory. Set by the device.
 _device_without_cann: str | None = None
 
 
@@ -78,13 +77,14 @@ def set_runtime(runtime: Runtime) -> Runtime:
     return previous
 
 
-def aclnn_kernel(spec: OpSpec):
-    """The PrivateUse1 kernel of `spec`, which declares `aclnn:`."""
+def aclnn_kernel(spec: OpSpec, reference_kernel: Callable):
+    """The PrivateUse1 kernel of `spec`, which declares `aclnn:`; on a device without CANN it calls
+    `reference_kernel` (the op's CompositeExplicitAutograd kernel) instead."""
     where = f"{spec.qualname} ({spec.aclnn.function} from {spec.aclnn.library})"
 
     def kernel(*args, **kwargs):
         if _device_without_cann is not None:
-            return _reference_on_device(spec, args, kwargs)
+            return reference_kernel(*args, **kwargs)
         args, kwargs, bound = bind(spec, args, kwargs)
         device = next(t.device for t in _tensors(bound.values()))
         outputs, returned = _outputs(spec, args, kwargs, bound, device)
@@ -100,17 +100,6 @@ def aclnn_kernel(spec: OpSpec):
 
     kernel.__name__ = f"{spec.name}_aclnn_kernel"
     return kernel
-
-
-def _reference_on_device(spec: OpSpec, args, kwargs):
-    reference = state(spec.qualname).reference
-    if reference is None:
-        raise MissingImplementationError(
-            f"{spec.qualname}: {_device_without_cann} has no CANN, so its NPU kernel is the op's reference kernel, "
-            f"and none is defined: define one with @op_plugin.reference('{spec.qualname}')")
-    args, kwargs, bound = bind(spec, args, kwargs)
-    check_dtypes(spec, bound)
-    return reference(*args, **kwargs)
 
 
 def _tensors(values):

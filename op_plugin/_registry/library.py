@@ -62,9 +62,10 @@ def _register_op(lib: torch.library.Library, spec: OpSpec) -> None:
     tags = (torch.Tag.inplace,) if any(r.alias_set for r in schema.returns) else ()
     lib.define(schema.text, tags=tags)
     overload_name = spec.overload_name
-    lib.impl(overload_name, _eager_kernel(spec), "CompositeExplicitAutograd")
-    if spec.aclnn is not None:  # NPU tensors run the op's aclnn kernel, never the reference
-        lib.impl(overload_name, aclnn_kernel(spec), "PrivateUse1")
+    eager = _eager_kernel(spec)
+    lib.impl(overload_name, eager, "CompositeExplicitAutograd")
+    if spec.aclnn is not None:  # NPU tensors run the op's aclnn kernel (the reference only on the virtual NPU)
+        lib.impl(overload_name, aclnn_kernel(spec, eager), "PrivateUse1")
     torch.library.register_fake(spec.qualname, _fake_kernel(spec), lib=lib)
     if schema.is_mutable:
         lib.impl(overload_name, _inplace_autograd_kernel(spec), "Autograd", with_keyset=True)
