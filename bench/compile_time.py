@@ -126,8 +126,10 @@ def child(payload: dict) -> dict:
         load_simulated_torchair()
         # what TorchAir's load defers to its first lowering (loader_deferred: inductor's pattern matcher), counted
         # in the load, so that the first call is a warm process's (the goal's); a warm-cache hit never imports it
-        importlib.import_module("torchair.patterns.pattern_util")
-        importlib.import_module("torch._inductor.fx_passes.post_grad")
+        from op_plugin._simulator.hosting.loader_deferred import DEFERRED
+
+        for module in {name for deferred in DEFERRED.values() for name in deferred}:
+            importlib.import_module(module)
         out["import_torchair"], out["load_cpu"] = perf() - start, cpu() - cpu_start
         out["load_gc_cpu"] = gc_meter.seconds
     _instrument(phases, backend)

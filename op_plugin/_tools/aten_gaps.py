@@ -19,6 +19,7 @@ NotImplementedError. tests/test_docs_aten_gaps.py fails when the committed page 
 """
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Callable
@@ -57,20 +58,16 @@ def graph_ops() -> list[torch._ops.OpOverload]:
     return sorted(found, key=str)
 
 
-_COMPILED_ONCE: list[bool] = []
-
-
+@functools.cache
 def _as_in_a_compile() -> None:
     """Which overloads tracing takes apart depends on the Python decompositions registered as
     CompositeImplicitAutograd py_kernels, which the modules a compile imports add (and replace): read
     them as a user's graph is traced, after one npugraph compile in this process (707 overloads right
     after `import op_plugin`, 800 after a compile, torch 2.13). Not from the compile cache: a hit skips
     TorchAir's lowering and the imports it makes."""
-    if not _COMPILED_ONCE:
-        from .._backend import npugraph_backend
+    from .._backend import npugraph_backend
 
-        torch.compile(lambda x: x + 1, backend=npugraph_backend(compile_cache=False))(torch.ones(2))
-        _COMPILED_ONCE.append(True)
+    torch.compile(lambda x: x + 1, backend=npugraph_backend(compile_cache=False))(torch.ones(2))
 
 
 def _in_torchairs_torch(fn):
