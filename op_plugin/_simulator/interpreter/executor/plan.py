@@ -49,7 +49,7 @@ from ..kernels.common import VIEWS_ALLOWED, remember_ints
 from .. import collectives
 from ..binding import as_outputs, bind
 from ..prepared import spec_of
-from . import strided
+from . import donation, strided
 from .checks import GeExecutionError, check_output, kernel_failure, output_check
 from .folding import foldable_steps, is_ref_op, small_integer_data
 from .program import build_program
@@ -413,14 +413,14 @@ class GraphPlan:
         this call, strung together."""
         values = self._template.copy()
         self._data_value(inputs, values)
-        folded_values, calls = {}, {}
-        self._run_checked(values, inputs, folded_values, calls)
+        folded_values, calls, donors = {}, {}, {}
+        self._run_checked(values, inputs, folded_values, calls, donors)
         outs = [values[slot] for slot in self._output_step.arg_slots]
         if signature is None:
             return self._collect_outputs(outs, inputs)
         storages = {_storage(v) for v in folded_values.values() if isinstance(v, torch.Tensor) and v.numel() > 0}
         ids = frozenset(id(v) for v in folded_values.values())
-        self._program = build_program(self, inputs, folded_values, calls)
+        self._program = build_program(self, inputs, folded_values, calls, donation.choose(self, calls, donors))
         outputs = self._collect_outputs(outs, inputs, storages, ids)
         self._verified[signature] = Verified(self._program, storages, ids, folded_values, calls,
                                              tuple((t.dtype, t.shape) for t in outputs))
@@ -428,9 +428,10 @@ class GraphPlan:
             self._verified.popitem(last=False)
         return outputs
 
-    def _run_checked(self, values: list, inputs: list, folded_values: dict, calls: dict) -> None:
-        """Every kernel, every node check; the outputs of folded nodes go to `folded_values`, and the
-        call each node was prepared with (for the specs of this call's inputs) to `calls`."""
+    def _run_checked(self, values: list, inputs: list, folded_values: dict, calls: dict, donors: dict) -> None:
+        """Every kernel, every node check; the outputs of folded nodes go to `folded_values`, the
+        call each node was prepared with (for the specs of this call's inputs) to `calls`, and the operands
+        that could hold a node's output to `donors` (`donation.candidates`)."""
         resolver = self.fx.resolver(inputs) if self.fx is not None else None
         observer = _observers[-1] if _observers else None
         fixed = self._fixed_slots
@@ -452,6 +453,9 @@ class GraphPlan:
             else:
                 call, outputs = _run_kernel(step, args, specs, resolver)
             calls[step] = call
+            found = donation.candidates(call, args, outputs)
+            if found:
+                donors[step] = found
             if step.strided_args and not step.strided_output:
                 strided.check_dense(step, args, outputs)
             if step.writes_inputs:

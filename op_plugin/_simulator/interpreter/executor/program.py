@@ -18,7 +18,8 @@ Each graph input is read straight from `inputs` (converted as the signature says
 a tensor, a one-element array fed to a scalar Data node to 0-d), each Const and each folded node's
 output is bound once, a dynamic input's list is a list display, an unfed optional input None. It
 returns the values NetOutput reads. What it does is what `GraphPlan._run_checked` does, step for step:
-the same calls with the same arguments in the same order, each collective's agreement before its call,
+the same calls with the same arguments in the same order (an element-wise call may write into an operand
+the program drops at that node: `donation`, the same bits), each collective's agreement before its call,
 ref ops writing the caller's tensors at the same point, values dropped after their last reader, a
 failing call named by its node, a user's kernel that reads a Const or folded value checked for writing
 it (`GraphPlan.guarded`). The per-node output checks are left out: they read dtypes and shapes, which
@@ -31,6 +32,7 @@ import functools
 import torch
 
 from .. import collectives
+from . import donation
 from ..binding import as_outputs
 from ..errors import GeExecutionError
 from .checks import kernel_failure
@@ -38,9 +40,11 @@ from .checks import kernel_failure
 _HEADER = "def program(inputs):\n"
 
 
-def build_program(plan, inputs: list, folded_values: dict, calls: dict):
+def build_program(plan, inputs: list, folded_values: dict, calls: dict, donated: dict | None = None):
     """`program(inputs) -> list`: `plan`'s unfolded steps on graph inputs of the signature of `inputs`,
-    with `folded_values` (slot -> value) and `calls` (step -> its prepared call) for that signature."""
+    with `folded_values` (slot -> value) and `calls` (step -> its prepared call) for that signature;
+    `donated` (step -> operand position, `donation.choose`): the calls that write into an operand."""
+    donated = donated or {}
     steps = plan.unfolded_steps
     namespace = {"_Tensor": torch.Tensor, "_as_outputs": as_outputs, "_GeExecutionError": GeExecutionError,
                  "_fail": _failure(steps), "_write": plan.write_inputs, "_tensor": torch.tensor}
@@ -52,7 +56,8 @@ def build_program(plan, inputs: list, folded_values: dict, calls: dict):
     lines.append("    n = -1")
     lines.append("    try:")
     for position, step in enumerate(steps):
-        lines.extend("        " + line for line in _step_lines(position, step, calls[step], namespace, fixed, plan))
+        call = calls[step] if step not in donated else donation.donating_call(calls[step], donated[step])
+        lines.extend("        " + line for line in _step_lines(position, step, call, namespace, fixed, plan))
     if not steps:  # every node folded, or the outputs are inputs and constants
         lines.append("        pass")
     lines.append("    except _GeExecutionError:")

@@ -29,6 +29,17 @@ def fresh(tensor: torch.Tensor) -> torch.Tensor:
     return tensor if VIEWS_ALLOWED.get() else tensor.clone()
 
 
+def identity_call(position: int):
+    """The call of a node whose output is, bit for bit, its input at `position` (a product with a fixed one):
+    that input as a GE output (`fresh`). `identity_of` tells the executor which input the output may share a
+    buffer with (executor/donation.py)."""
+    def identity(*args):
+        return fresh(args[position])
+
+    identity.identity_of = position
+    return identity
+
+
 # The attribute under which the executor stores the ints of an immutable small integer tensor.
 CONST_INTS = "_op_plugin_const_ints"
 _MAX_CONST_INTS = 64

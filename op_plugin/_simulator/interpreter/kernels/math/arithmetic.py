@@ -17,7 +17,7 @@ converted, not checked equal.
 from __future__ import annotations
 
 import torch
-from ..common import binary_kernel
+from ..common import binary_kernel, identity_call
 from ...registry import ge_kernel, refuse
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -58,10 +58,26 @@ _BINARY = {
 }
 
 
-_PREPARED_DIVISIONS = {"RealDiv": _prepare_real_div, "Div": _prepare_div}
+def _is_fixed_one(spec) -> bool:
+    value = spec.value
+    return value is not None and value.numel() == 1 and bool(value.reshape(()) == 1)
+
+
+def _prepare_mul(x1, x2):
+    """Mul: a product with a fixed one is the other operand itself, bit for bit (x * 1 is exact for every real
+    float, including -0, inf and NaN, and every integer), when it keeps that operand's shape. TorchAir's addmm
+    lowering multiplies every float32 linear's product by alpha=1 (ge_converter/aten/addmm.py: "fp32 dtype need
+    to reserve this Mul"); an NPU runs that Mul, the CPU skips the arithmetic, not the node."""
+    for position, (x, other) in enumerate(((x1, x2), (x2, x1))):
+        if _is_fixed_one(other) and x.dim() >= other.dim() and x.dtype != torch.bool and not x.dtype.is_complex:
+            return identity_call(position)  # complex: (a+bi)(1+0i) has b*0, NaN for an infinite b
+    return torch.mul
+
+
+_PREPARED = {"RealDiv": _prepare_real_div, "Div": _prepare_div, "Mul": _prepare_mul}
 
 for _op_type, (_name, _fn) in _BINARY.items():
-    _prepare = _PREPARED_DIVISIONS.get(_op_type) or binary_kernel(_name, _fn)
+    _prepare = _PREPARED.get(_op_type) or binary_kernel(_name, _fn)
     ge_kernel(_op_type, one_dtype=("x1", "x2"), prepared=True)(_prepare)
 
 
