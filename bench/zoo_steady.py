@@ -34,6 +34,7 @@ QUICK = {"models": [("example:bert_layer", 2, 7)], "threads": [1], "warmup": 1, 
          "memory": {"layers": 1, "batch": 1, "seq": 8, "calls": 1}}
 BACKENDS = ("eager", "aot_eager", "npugraph")
 GOAL_EAGER, GOAL_MEMORY = 1.1, 1.3  # issue 28: steady call <= 1.1x eager where eager takes >= 1 ms
+GOAL_EAGER_SMALL = 1.2  # issue 36: <= 1.2x eager where eager takes less than 1 ms
 TOP_TYPES = 4  # GE types named in a missed goal's reason
 
 
@@ -171,7 +172,7 @@ def run(quick: bool = False) -> dict:
     cfg = QUICK if quick else FULL
     models = [m for m in cfg["models"] if transformers is not None or m[0].startswith("example:")]
     figures, rows, notes, misses = {}, [], [], []
-    worst_vs_aot, worst_vs_eager = (None, 0.0), (None, 0.0)
+    worst_vs_aot, worst_vs_eager, worst_small = (None, 0.0), (None, 0.0), (None, 0.0, 0.0)
     for threads in cfg["threads"]:
         measured = run_child("zoo_steady", {"threads": threads, "models": models, "warmup": cfg["warmup"],
                                             "rounds": cfg["rounds"], "calls_per_round": cfg["calls_per_round"]},
@@ -193,7 +194,9 @@ def run(quick: bool = False) -> dict:
                 worst_vs_aot = (tag, ratio_aot)
             if med["eager"] >= 1e-3 and ratio_eager > worst_vs_eager[1]:
                 worst_vs_eager = (tag, ratio_eager)
-            if ratio_aot > 1.0 or (med["eager"] >= 1e-3 and ratio_eager > GOAL_EAGER):
+            if med["eager"] < 1e-3 and ratio_eager > worst_small[1]:
+                worst_small = (tag, ratio_eager, med["aot_eager"] / med["eager"])
+            if ratio_aot > 1.0 or ratio_eager > (GOAL_EAGER if med["eager"] >= 1e-3 else GOAL_EAGER_SMALL):
                 misses.append(_reason(tag, cpu, plan_run, times["ge_us"], times["nodes"]))
             rows.append([key, threads, cpu["eager"] * 1e3, cpu["aot_eager"] * 1e3, cpu["npugraph"] * 1e3,
                          wall["eager"] * 1e3, wall["npugraph"] * 1e3, ratio_eager, ratio_aot,
@@ -204,7 +207,12 @@ def run(quick: bool = False) -> dict:
                   worst_vs_aot[1], 1.0, "x", f"worst: {worst_vs_aot[0]}"),
              goal(f"steady call <= {GOAL_EAGER}x eager where eager takes >= 1 ms (worst)", worst_vs_eager[1],
                   GOAL_EAGER, "x",
-                  f"worst: {worst_vs_eager[0]}" if worst_vs_eager[0] else "no case with eager >= 1 ms")]
+                  f"worst: {worst_vs_eager[0]}" if worst_vs_eager[0] else "no case with eager >= 1 ms"),
+             goal(f"steady call <= {GOAL_EAGER_SMALL}x eager where eager takes < 1 ms (worst)", worst_small[1],
+                  GOAL_EAGER_SMALL, "x",
+                  f"worst: {worst_small[0]}; aot_eager there is {worst_small[2]:.2f}x eager (torch.compile's own "
+                  "per-call path: dynamo's guards and AOT's wrapper)" if worst_small[0]
+                  else "no case with eager < 1 ms")]
     tables = [{"title": "Median per-call CPU and wall time (ms); ratios against eager and aot_eager measured in the "
                         "same process, of CPU times with 1 thread and of wall times with 2",
                "columns": ["model.size.mode", "threads", "eager ms", "aot_eager ms", "npugraph ms", "eager wall ms",
@@ -255,7 +263,7 @@ def run(quick: bool = False) -> dict:
 def _reason(tag: str, med: dict, plan_run: float, ge_us: dict, nodes: dict) -> list:
     """A row of the missed-goal table: where the npugraph call's CPU time goes."""
     kernels = sum(ge_us.values()) / 1e6
-    target = min(GOAL_EAGER * med["eager"] if med["eager"] >= 1e-3 else float("inf"), med["aot_eager"])
+    target = min((GOAL_EAGER if med["eager"] >= 1e-3 else GOAL_EAGER_SMALL) * med["eager"], med["aot_eager"])
     top = sorted(ge_us.items(), key=lambda kv: -kv[1])[:TOP_TYPES]
     named = ", ".join(f"{t} ({nodes.get(t, 0)}, {us / 1e3:.2f})" for t, us in top)
     return [tag, med["npugraph"] * 1e3, target * 1e3, kernels * 1e3, named, (plan_run - kernels) * 1e3,
