@@ -36,6 +36,7 @@ import torch
 
 from . import _simulator
 from ._base.errors import OpPluginError
+from ._base.gc_scope import freeze_new_objects, old_objects_frozen
 from ._base.installed import real_torch_npu
 from ._base.wheel import TORCH_NPU_VERSION
 from ._lowering.install import install_converters, refresh_library_converters
@@ -280,12 +281,21 @@ def load_torchair() -> Any:
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGraphConfig,
                   force_simulator: bool = False) -> Callable:
+    # The collector walks only what this compile makes (and TorchAir's modules, if it loads them now):
+    # torch's and TorchAir's long-lived objects are not walked again at each full collection (_base/gc_scope.py).
+    with old_objects_frozen():
+        return _compile_graph(gm, example_inputs, config, force_simulator)
+
+
+def _compile_graph(gm: torch.fx.GraphModule, example_inputs: list, config: NpuGraphConfig,
+                   force_simulator: bool) -> Callable:
     if any(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in example_inputs):
         # Meta inputs (shapes only, as for counting a model's sizes): eager answers with meta results from
         # the Meta functions, and so does this graph, run as it is; nothing is lowered or simulated (a GE
         # graph has no meta device: the simulator would be handed tensors without data).
         return gm.forward
     torchair, simulated = load_torchair_for_host(force_simulator)
+    freeze_new_objects()  # TorchAir's, when it has just loaded
     warn_replaced_fakes()  # a user's torch.library.register_fake on a YAML op: theirs is used, said once
     if simulated:
         from ._simulator.npu.dispatch import rewrite_for_npu

@@ -77,7 +77,7 @@ def give_pattern_modules_the_view() -> None:
     for name in PATTERN_MODULES:
         module = sys.modules.get(name)
         if module is None:
-            from .loader_deferred import no_automatic_gc
+            from ..._base.gc_scope import no_automatic_gc
 
             with no_automatic_gc():
                 module = importlib.import_module(name)

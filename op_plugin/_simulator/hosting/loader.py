@@ -89,7 +89,7 @@ from . import (
     aclgraph_mode, compile_cache, converter_torch_npu, distributed, foreign_modules, fx_meta, graph_passes, install,
     loader_deferred, native_stub, npu_settings, torchair_fixes, torchair_patches,
 )
-from .loader_deferred import no_automatic_gc as _no_automatic_gc
+from ..._base.gc_scope import no_automatic_gc as _no_automatic_gc
 from ..device.activation import is_active
 from ..device.torch_npu_facade import is_facade
 from ..device.torchair_branches import native_executor_modules

@@ -13,16 +13,13 @@
    TorchAir's passes are exactly its own, run later. Nothing is put in `sys.modules`; after the load the hook
    is gone.
 2. **The converter registry's signatures** (`InspectForConverters`): see there.
-3. **Garbage collection** is held off during the load (`no_automatic_gc`). `gc.freeze()` after the load was
-   measured and not kept: at 12 layers it spares ~0.15 s of GC in a warm-cache first call but the process's
-   CPU to its first result moved by 0.08 s at most (the same 1.17x of aot_eager), and nothing at 2 layers
-   (docs/performance-notes.md), not worth a process-wide policy.
+3. **Garbage collection** is held off during the load (`no_automatic_gc`, _base/gc_scope.py; the compile around
+   it walks only the objects it makes: `old_objects_frozen`).
 """
 from __future__ import annotations
 
 import builtins
 import contextlib
-import gc
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -34,6 +31,8 @@ import types
 
 import torch
 
+from ..._base.gc_scope import no_automatic_gc
+
 # importer -> {module -> names its module-level `from module import names` binds}
 DEFERRED = {
     "torchair": {"torchair.patterns.pattern_pass_manager": ("register_replacement",)},  # its public API
@@ -43,21 +42,6 @@ DEFERRED = {
     },
 }
 _lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def no_automatic_gc():
-    """TorchAir's import (and torch.distributed.tensor's before it) adds ~145,000 objects that all survive it;
-    each full collection the allocation count triggers meanwhile walks torch's ~316,000 objects as well (about
-    0.45 s of its CPU time, bench/compile_time). Collections are held off for these imports only and the
-    previous state restored: the new objects then age as any others (no process-wide policy such as gc.freeze)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _Bound:
