@@ -156,7 +156,8 @@ def _mul_call(x, other):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32])
 def test_a_product_with_a_fixed_one_is_its_operand_bit_for_bit(dtype):
     if dtype.is_floating_point:
-        x = torch.tensor([1.5, -0.0, 0.0, float("inf"), -float("inf"), float("nan"), 3e-8, -7.25], dtype=dtype)
+        x = torch.tensor([1.5, -0.0, 0.0, float("inf"), -float("inf"), float("nan"), 3e-8, -7.25, 1e-40, -1e-310],
+                         dtype=dtype)  # and denormals (float32's, float64's)
     else:
         x = torch.tensor([0, -1, 2**31 - 1, -2**31, 7], dtype=dtype)
     one = torch.tensor(1, dtype=dtype)
@@ -167,6 +168,25 @@ def test_a_product_with_a_fixed_one_is_its_operand_bit_for_bit(dtype):
         args = (x, one) if position == 0 else (one, x)
         expected = torch.mul(*args)
         assert torch.equal(call(*args).view(_BITS[dtype]), expected.view(_BITS[dtype]))
+
+
+def test_a_float_product_with_one_multiplies_while_denormals_are_flushed():
+    one = torch.tensor(1.0)
+    specs = (InputSpec(F32, torch.Size([3])), InputSpec(F32, one.shape, one))
+    torch.set_flush_denormal(True)
+    try:
+        call = _mul_call(*specs)
+        x = torch.tensor([1e-40, 1.0, -2.0])
+        assert call is torch.mul and torch.equal(call(x, one), torch.tensor([0.0, 1.0, -2.0]))
+    finally:
+        torch.set_flush_denormal(False)
+    assert _mul_call(*specs).identity_of == 0
+    int_one = torch.tensor(1)
+    torch.set_flush_denormal(True)
+    try:  # integers have no denormals
+        assert _mul_call(InputSpec(I64, torch.Size([3])), InputSpec(I64, int_one.shape, int_one)).identity_of == 0
+    finally:
+        torch.set_flush_denormal(False)
 
 
 def test_a_product_with_one_that_broadcasts_or_is_complex_or_not_fixed_multiplies():

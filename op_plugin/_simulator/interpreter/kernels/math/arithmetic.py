@@ -63,14 +63,26 @@ def _is_fixed_one(spec) -> bool:
     return value is not None and value.numel() == 1 and bool(value.reshape(()) == 1)
 
 
+_DENORMAL = torch.tensor(1e-40)
+
+
+def _flushes_denormals() -> bool:
+    """torch.set_flush_denormal(True) is in force: x * 1 then gives 0 for a denormal x."""
+    return bool(torch.mul(_DENORMAL, 1.0) == 0)
+
+
 def _prepare_mul(x1, x2):
     """Mul: a product with a fixed one is the other operand itself, bit for bit (x * 1 is exact for every real
-    float, including -0, inf and NaN, and every integer), when it keeps that operand's shape. TorchAir's addmm
-    lowering multiplies every float32 linear's product by alpha=1 (ge_converter/aten/addmm.py: "fp32 dtype need
-    to reserve this Mul"); an NPU runs that Mul, the CPU skips the arithmetic, not the node."""
+    float, including -0, inf, NaN and denormals, and every integer; the one difference, a signalling NaN left
+    signalling where the multiply would quiet it, is a value torch never makes), when it keeps that operand's
+    shape, and unless denormals are being flushed (checked when the call is prepared). TorchAir's addmm lowering
+    multiplies every float32 linear's product by alpha=1 (ge_converter/aten/addmm.py: "fp32 dtype need to
+    reserve this Mul"); an NPU runs that Mul, the CPU skips the arithmetic, not the node."""
     for position, (x, other) in enumerate(((x1, x2), (x2, x1))):
         if _is_fixed_one(other) and x.dim() >= other.dim() and x.dtype != torch.bool and not x.dtype.is_complex:
-            return identity_call(position)  # complex: (a+bi)(1+0i) has b*0, NaN for an infinite b
+            # complex: (a+bi)(1+0i) has b*0, NaN for an infinite b
+            if not (x.dtype.is_floating_point and _flushes_denormals()):
+                return identity_call(position)
     return torch.mul
 
 
