@@ -423,6 +423,20 @@ def run_node(op_type: str, inputs, outputs=None, /, *, layouts=None, name: str =
     return execute_graph(graph, feeds)
 
 
+def program_plan(graph):
+    """A plan of a hand-built `graph` whose repeated input signatures run the generated program (its first call of
+    a signature checks every node), as a lowered graph's do: no FX shapes to check against."""
+    import collections
+
+    from ._simulator.interpreter.executor import plan as plan_module
+
+    plan = plan_module.compile_graph(graph)
+    plan.fx = plan_module.FxShapes.__new__(plan_module.FxShapes)
+    plan.fx.bindings, plan.fx._cache = [], {}
+    plan._verified = collections.OrderedDict()
+    return plan
+
+
 # ---- compiled against eager ---------------------------------------------------------------------------
 
 def _copies(args):

@@ -1,26 +1,16 @@
 """Element-wise results written into a dead operand's buffer (executor/donation.py), and a product with a fixed
 one passed on as its operand (kernels/math/arithmetic.py): the same bits as allocating every output, never a
 write into a value anything else still reads (a graph input, a Const, a view's base, a graph output)."""
-import collections
 
 import pytest
 import torch
 
 from op_plugin._simulator.interpreter.executor import donation
-from op_plugin._simulator.interpreter.executor import plan as plan_module
+from op_plugin._testing_harness import program_plan
 from op_plugin._simulator.interpreter.kernels.math.arithmetic import _prepare_mul
 from op_plugin._simulator.interpreter.prepared import InputSpec
 
 F32, I64 = torch.float32, torch.int64
-
-
-def _plan(graph):
-    """A plan whose repeated signatures run the generated program, as a lowered graph's do."""
-    plan = plan_module.compile_graph(graph)
-    plan.fx = plan_module.FxShapes.__new__(plan_module.FxShapes)
-    plan.fx.bindings, plan.fx._cache = [], {}
-    plan._verified = collections.OrderedDict()
-    return plan
 
 
 def _donated(plan) -> list:
@@ -57,7 +47,7 @@ def _eager_linear(x, w, b):
 
 
 def test_a_linear_writes_into_its_product_and_gives_eager_bits(graph_builder):
-    plan = _plan(_linear_graph(graph_builder))
+    plan = program_plan(_linear_graph(graph_builder))
     for _ in range(3):  # the checked first call, then the generated program
         x, w, b = torch.randn(4, 8), torch.randn(8, 8), torch.randn(8)
         kept = [t.clone() for t in (x, w, b)]
@@ -70,10 +60,10 @@ def test_a_linear_writes_into_its_product_and_gives_eager_bits(graph_builder):
 
 def test_without_donation_the_program_allocates_and_gives_the_same_bits(graph_builder, monkeypatch):
     inputs = [torch.randn(4, 8), torch.randn(8, 8), torch.randn(8)]
-    donating = _plan(_linear_graph(graph_builder))
+    donating = program_plan(_linear_graph(graph_builder))
     results = [donating.run(inputs)[0] for _ in range(3)]
     monkeypatch.setattr(donation, "choose", lambda *args: {})
-    allocating = _plan(_linear_graph(graph_builder))
+    allocating = program_plan(_linear_graph(graph_builder))
     for result in results:
         assert torch.equal(result, allocating.run(inputs)[0])
     assert _donated(allocating) == []
@@ -87,7 +77,7 @@ def test_a_product_another_kernel_may_view_is_never_written(graph_builder):
     mm = _matmul(g, "mm", x, w, [4, 8])
     (flat,) = g.node("flat", "Reshape", [mm, g.const("shape", torch.tensor([32], dtype=I64))], [(F32, [32])])
     plus = _binary(g, "plus", "Add", mm, g.const("two", torch.tensor(2.0)), [4, 8])
-    plan = _plan(g.output([flat, plus], [(F32, [32]), (F32, [4, 8])]))
+    plan = program_plan(g.output([flat, plus], [(F32, [32]), (F32, [4, 8])]))
     for _ in range(3):
         x, w = torch.randn(4, 8), torch.randn(8, 8)
         flat, plus = plan.run([x, w])
@@ -103,7 +93,7 @@ def test_graph_inputs_consts_and_graph_outputs_are_never_written(graph_builder):
     shifted = _binary(g, "shifted", "Add", x, c, [4, 8])
     mm = _matmul(g, "mm", shifted, w, [4, 8])
     plus = _binary(g, "plus", "Add", mm, g.const("one", torch.tensor(1.0)), [4, 8])
-    plan = _plan(g.output([mm, plus], [(F32, [4, 8]), (F32, [4, 8])]))
+    plan = program_plan(g.output([mm, plus], [(F32, [4, 8]), (F32, [4, 8])]))
     for _ in range(3):
         x, w = torch.randn(4, 8), torch.randn(8, 8)
         kept = x.clone()
@@ -121,7 +111,7 @@ def test_an_operand_read_again_later_is_not_written(graph_builder):
     mm = _matmul(g, "mm", x, w, [4, 8])
     first = _binary(g, "first", "Mul", mm, g.const("three", torch.tensor(3.0)), [4, 8])
     second = _binary(g, "second", "Sub", first, mm, [4, 8])  # mm's last reader: writes into mm, not first
-    plan = _plan(g.output([second, first], [(F32, [4, 8]), (F32, [4, 8])]))
+    plan = program_plan(g.output([second, first], [(F32, [4, 8]), (F32, [4, 8])]))
     for _ in range(3):
         x, w = torch.randn(4, 8), torch.randn(8, 8)
         second, first = plan.run([x, w])
@@ -205,7 +195,7 @@ def test_a_graph_input_passed_on_by_a_product_with_one_is_never_written(graph_bu
     x, b = g.data("x", F32, [4, 8]), g.data("b", F32, [8])
     same = _binary(g, "same", "Mul", x, g.const("one", torch.tensor(1.0)), [4, 8])
     plus = _binary(g, "plus", "Add", same, b, [4, 8])
-    plan = _plan(g.output([plus], [(F32, [4, 8])]))
+    plan = program_plan(g.output([plus], [(F32, [4, 8])]))
     for _ in range(3):
         x, b = torch.randn(4, 8), torch.randn(8)
         kept = x.clone()

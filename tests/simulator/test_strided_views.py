@@ -1,25 +1,16 @@
 """Transposes left as strided views (executor/strided.py): only where every reader is a built-in kernel that
 declares the input `strided_inputs`; the results are the bits of eager's dense computation; a user's kernel,
 a GEMM and a graph output still get dense tensors."""
-import collections
 
 import pytest
 import torch
 
 from op_plugin._simulator.interpreter.executor import plan as plan_module
+from op_plugin._testing_harness import program_plan
 from op_plugin._simulator.interpreter.executor import strided
 from op_plugin._simulator.interpreter.registry import KernelEntry, register_ge_kernel
 
 F32, I64 = torch.float32, torch.int64
-
-
-def _plan(graph):
-    """A plan whose repeated signatures run the generated program, as a lowered graph's do."""
-    plan = plan_module.compile_graph(graph)
-    plan.fx = plan_module.FxShapes.__new__(plan_module.FxShapes)
-    plan.fx.bindings, plan.fx._cache = [], {}
-    plan._verified = collections.OrderedDict()
-    return plan
 
 
 def _transpose(g, name, x, perm, shape):
@@ -38,7 +29,7 @@ def _chain_graph(graph_builder):
 
 
 def test_a_transpose_only_layout_kernels_read_is_a_view_and_the_outputs_are_eager_bits(graph_builder):
-    plan = _plan(_chain_graph(graph_builder))
+    plan = program_plan(_chain_graph(graph_builder))
     assert plan.strided_views == ("t1",)  # t2 and r are graph outputs: dense
     for _ in range(3):  # the checked first call, then the generated program
         x = torch.randn(2, 3, 4, 5)
@@ -64,7 +55,7 @@ def test_a_transpose_a_user_kernel_reads_stays_dense(graph_builder):
     graph = g.output([t2, p], [(F32, [2, 3, 4]), (F32, [4, 2, 3])])
     handle = register_ge_kernel("StridedProbeForTest", probe)
     try:
-        plan = _plan(graph)
+        plan = program_plan(graph)
         assert plan.strided_views == ()
         for _ in range(3):
             value = torch.randn(2, 3, 4)
@@ -80,7 +71,7 @@ def test_a_transpose_that_is_a_graph_output_is_dense(graph_builder):
     x = g.data("x", F32, [3, 5])
     t1 = _transpose(g, "t1", x, [1, 0], [5, 3])
     t2 = _transpose(g, "t2", t1, [1, 0], [3, 5])
-    plan = _plan(g.output([t1, t2], [(F32, [5, 3]), (F32, [3, 5])]))
+    plan = program_plan(g.output([t1, t2], [(F32, [5, 3]), (F32, [3, 5])]))
     assert plan.strided_views == ()
     for _ in range(2):
         value = torch.randn(3, 5)
@@ -96,7 +87,7 @@ def test_a_transpose_a_matmul_reads_stays_a_copy(graph_builder):
     w = g.data("w", F32, [7, 3])
     wt = _transpose(g, "wt", w, [1, 0], [3, 7])
     (mm,) = g.node("mm", "MatMulV2", [x, wt, "", ""], [(F32, [5, 7])], transpose_x1=False, transpose_x2=False)
-    plan = _plan(g.output([mm], [(F32, [5, 7])]))
+    plan = program_plan(g.output([mm], [(F32, [5, 7])]))
     assert plan.strided_views == ()
     for _ in range(2):
         a, b = torch.randn(5, 3), torch.randn(7, 3)
@@ -113,7 +104,7 @@ def test_no_views_where_a_node_writes_into_an_input(graph_builder):
     graph = g.output([written], [(F32, [2, 3])])
     assign = next(op for op in graph.op if op.name == "assign")
     assign.input_desc[0].name, assign.input_desc[1].name, assign.output_desc[0].name = "ref", "value", "ref"
-    plan = _plan(graph)
+    plan = program_plan(graph)
     assert not plan._views_allowed and plan.strided_views == ()
 
 
@@ -130,7 +121,7 @@ def test_a_built_in_kernel_breaking_its_declaration_is_named(graph_builder, monk
     x = g.data("x", F32, [3, 5])
     t1 = _transpose(g, "t1", x, [1, 0], [5, 3])
     (y,) = g.node("abs", "Abs", [t1], [(F32, [5, 3])])
-    plan = _plan(g.output([y], [(F32, [5, 3])]))
+    plan = program_plan(g.output([y], [(F32, [5, 3])]))
     assert plan.strided_views == ("t1",)
     with pytest.raises(plan_module.GeExecutionError, match=r"node 'abs' \(Abs\) output 0: .*declares strided_inputs"):
         plan.run([torch.randn(3, 5)])
@@ -140,14 +131,14 @@ def test_declared_inputs_map_to_the_node_inputs_by_prototype_name(graph_builder)
     g = graph_builder()
     x = g.data("x", F32, [3, 5])
     t1 = _transpose(g, "t1", x, [1, 0], [5, 3])
-    plan = _plan(g.output([t1], [(F32, [5, 3])]))
+    plan = program_plan(g.output([t1], [(F32, [5, 3])]))
     step = next(step for step in plan.steps if step.op.name == "t1")
     assert step.strided_args == frozenset({0})  # x, not perm
     assert strided.choose_views([step], views_allowed=False) == []
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-def test_a_compiled_bert_layer_gives_the_bits_of_the_dense_plan(dynamic, monkeypatch, recorded_plans):
+def test_a_compiled_bert_layer_gives_the_bits_of_the_denseprogram_plan(dynamic, monkeypatch, recorded_plans):
     """The BERT-layer example (its key transposed twice: a view) compiled with every Transpose copying, as
     before, and then with the views: the same bytes, call by call."""
     import sys
@@ -187,7 +178,7 @@ def test_every_strided_view_form_takes_its_kernel_s_inputs_and_attrs():
 
 def test_an_observer_sees_a_viewed_transpose_dense(graph_builder):
     """Per-node tools (data dump, compare) see every node's output as GE would hand it: dense."""
-    plan = _plan(_chain_graph(graph_builder))
+    plan = program_plan(_chain_graph(graph_builder))
     seen = {}
     with plan_module.observing(lambda plan, op, outputs: seen.update({op.name: outputs[0]})):
         x = torch.randn(2, 3, 4, 5)
