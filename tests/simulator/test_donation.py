@@ -58,6 +58,22 @@ def test_a_linear_writes_into_its_product_and_gives_eager_bits(graph_builder):
     assert _donated(plan) == ["bias", "residual"]
 
 
+def test_operands_autograd_records_are_not_written_into(graph_builder):
+    """With grad mode on and an input that requires grad, the calls allocate (an out= call cannot be recorded) and
+    the results carry autograd's history as before; under no_grad a parameter-like input does not stop donation."""
+    plan = program_plan(_linear_graph(graph_builder))
+    for _ in range(3):
+        x, w, b = torch.randn(4, 8, requires_grad=True), torch.randn(8, 8), torch.randn(8, requires_grad=True)
+        (out,) = plan.run([x, w, b])
+        assert out.requires_grad and torch.equal(out.detach(), _eager_linear(x.detach(), w, b.detach()))
+        out.sum().backward()
+        assert torch.equal(b.grad, torch.full((8,), 4.0))
+    with torch.no_grad():
+        (out,) = plan.run([x, w, b])
+    assert torch.equal(out, _eager_linear(x.detach(), w, b.detach()))
+    assert _donated(plan) == ["bias", "residual"]
+
+
 def test_without_donation_the_program_allocates_and_gives_the_same_bits(graph_builder, monkeypatch):
     inputs = [torch.randn(4, 8), torch.randn(8, 8), torch.randn(8)]
     donating = program_plan(_linear_graph(graph_builder))

@@ -17,7 +17,8 @@ checked call and every observed call allocate as before), when:
   buffer), read by no kernel that could have returned a view of it, not a graph input, Const, folded value or
   graph output, and dropped at this node;
 * the plan lets views through (no node writes into a graph input: `_views_allowed`);
-* on every call, both operands are dense (`donating_call`); otherwise the call allocates as before.
+* on every call, both operands are dense and autograd is not recording the call (`donating_call`); otherwise
+  the call allocates as before.
 """
 from __future__ import annotations
 
@@ -82,18 +83,24 @@ def choose(plan, calls: dict, positions: dict) -> dict:
 
 
 def donating_call(call, position: int):
-    """`call` writing its result into operand `position` when both operands are dense."""
+    """`call` writing its result into operand `position` when both operands are dense and autograd does not
+    record the call (an out= call refuses operands that require grad while grad mode is on)."""
     fn = DONATING[call]
 
     if position == 0:
         def into_x1(x1, x2):
-            if x1.is_contiguous() and x2.is_contiguous():
+            if x1.is_contiguous() and x2.is_contiguous() and not (
+                    (x1.requires_grad or x2.requires_grad) and grad_enabled()):
                 return fn(x1, x2, out=x1)
             return fn(x1, x2)
         return into_x1
 
     def into_x2(x1, x2):
-        if x1.is_contiguous() and x2.is_contiguous():
+        if x1.is_contiguous() and x2.is_contiguous() and not (
+                (x1.requires_grad or x2.requires_grad) and grad_enabled()):
             return fn(x1, x2, out=x2)
         return fn(x1, x2)
     return into_x2
+
+
+grad_enabled = torch.is_grad_enabled
