@@ -95,3 +95,25 @@ def test_an_npugraph_compile_leaves_nothing_frozen_and_calls_inside_a_window(mon
     x = torch.randn(4, 3)
     assert torch.equal(compiled(x), torch.relu(x) * 2)
     assert seen == [True]
+
+
+def test_torchair_s_own_backend_compiles_inside_a_window(monkeypatch):
+    """torchair.get_npu_backend(...) used directly (TorchAir's API, not npugraph) gets the same window."""
+    import op_plugin
+    from torchair import npu_fx_compiler
+
+    torchair = op_plugin.load_torchair()
+    seen = []
+    original = npu_fx_compiler._NpuFxCompiler._gen_compiled_gm
+
+    def recording(self, *args, **kwargs):
+        seen.append(gc.get_freeze_count() > 0)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(npu_fx_compiler._NpuFxCompiler, "_gen_compiled_gm", recording)
+    torch._dynamo.reset()
+    backend = torchair.get_npu_backend(compiler_config=torchair.CompilerConfig())
+    compiled = torch.compile(lambda x: torch.tanh(x) + 1, backend=backend, fullgraph=True)
+    x = torch.randn(3, 5)
+    assert torch.allclose(compiled(x), torch.tanh(x) + 1)
+    assert seen and all(seen)

@@ -27,6 +27,8 @@ import torch
 from torch._decomp import decomposition_table
 from torch._subclasses import fake_tensor
 
+from ..._base.gc_scope import old_objects_frozen
+
 
 class _TorchState(NamedTuple):
     decompositions: dict
@@ -119,7 +121,8 @@ class TorchAirPatches:
         @torch._dynamo.disable
         @functools.wraps(fn)
         def wrapped(*args, **kwargs):
-            with self.active():
+            # TorchAir's own API (get_npu_backend) too: collections walk only what the compile makes
+            with self.active(), old_objects_frozen():
                 return fn(*args, **kwargs)
 
         return wrapped
