@@ -87,20 +87,14 @@ def donating_call(call, position: int):
     record the call (an out= call refuses operands that require grad while grad mode is on)."""
     fn = DONATING[call]
 
-    if position == 0:
-        def into_x1(x1, x2):
-            if x1.is_contiguous() and x2.is_contiguous() and not (
-                    (x1.requires_grad or x2.requires_grad) and grad_enabled()):
-                return fn(x1, x2, out=x1)
-            return fn(x1, x2)
-        return into_x1
-
-    def into_x2(x1, x2):
+    def into_operand(x1, x2):
         if x1.is_contiguous() and x2.is_contiguous() and not (
                 (x1.requires_grad or x2.requires_grad) and grad_enabled()):
-            return fn(x1, x2, out=x2)
+            return fn(x1, x2, out=x2 if position else x1)
         return fn(x1, x2)
-    return into_x2
+
+    into_operand.donates = position
+    return into_operand
 
 
 grad_enabled = torch.is_grad_enabled
