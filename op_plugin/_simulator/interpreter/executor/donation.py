@@ -30,6 +30,7 @@ import torch
 DONATING = {fn: fn for fn in (torch.add, torch.sub, torch.mul, torch.div, torch.maximum, torch.minimum)}
 # GE types whose built-in kernels always return a new buffer.
 FRESH_TYPES = frozenset({"MatMul", "MatMulV2", "MatMulV3", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"})
+grad_enabled = torch.is_grad_enabled
 
 
 def _donates(call) -> bool:
@@ -96,5 +97,3 @@ def donating_call(call, position: int):
     into_operand.donates = position
     return into_operand
 
-
-grad_enabled = torch.is_grad_enabled

@@ -413,7 +413,8 @@ class GraphPlan:
         this call, strung together."""
         values = self._template.copy()
         self._data_value(inputs, values)
-        folded_values, calls, donors = {}, {}, {}
+        folded_values, calls = {}, {}
+        donors = {} if signature is not None else None  # only a signature's program writes into operands
         self._run_checked(values, inputs, folded_values, calls, donors)
         outs = [values[slot] for slot in self._output_step.arg_slots]
         if signature is None:
@@ -428,10 +429,10 @@ class GraphPlan:
             self._verified.popitem(last=False)
         return outputs
 
-    def _run_checked(self, values: list, inputs: list, folded_values: dict, calls: dict, donors: dict) -> None:
+    def _run_checked(self, values: list, inputs: list, folded_values: dict, calls: dict, donors: dict | None) -> None:
         """Every kernel, every node check; the outputs of folded nodes go to `folded_values`, the
         call each node was prepared with (for the specs of this call's inputs) to `calls`, and the operands
-        that could hold a node's output to `donors` (`donation.candidates`)."""
+        that could hold a node's output to `donors` (`donation.candidates`; None: not looked for)."""
         resolver = self.fx.resolver(inputs) if self.fx is not None else None
         observer = _observers[-1] if _observers else None
         fixed = self._fixed_slots
@@ -453,9 +454,10 @@ class GraphPlan:
             else:
                 call, outputs = _run_kernel(step, args, specs, resolver)
             calls[step] = call
-            found = donation.candidates(call, args, outputs)
-            if found:
-                donors[step] = found
+            if donors is not None:
+                found = donation.candidates(call, args, outputs)
+                if found:
+                    donors[step] = found
             if step.strided_args and not step.strided_output:
                 strided.check_dense(step, args, outputs)
             if step.writes_inputs:
