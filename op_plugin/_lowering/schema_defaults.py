@@ -66,11 +66,17 @@ def default_mismatches(op: Any, converter: Callable | None = None) -> dict[str, 
     return found
 
 
+def signature_from_code(fn: Callable) -> bool:
+    """`inspect.signature(fn)` reads only `fn`'s code and defaults: a plain function with no `__wrapped__` to
+    follow and no `__signature__` set, whose parameters can then be read from them directly."""
+    return type(fn) is FunctionType and "__wrapped__" not in fn.__dict__ and "__signature__" not in fn.__dict__
+
+
 def parameter_defaults(fn: Callable) -> dict[str, Any]:
     """name -> default of each parameter of `fn` that has one, as `inspect.signature(fn)` gives them ({} when
     it has no signature). A plain function's come from its code and defaults (what inspect reads, at a
     fraction of the cost: the scan runs over ~1,800 converters)."""
-    if type(fn) is FunctionType and "__wrapped__" not in fn.__dict__ and "__signature__" not in fn.__dict__:
+    if signature_from_code(fn):
         code = fn.__code__
         positional = code.co_varnames[:code.co_argcount]
         defaults = fn.__defaults__ or ()

@@ -32,6 +32,7 @@ import types
 import torch
 
 from ..._base.gc_scope import no_automatic_gc
+from ..._lowering.schema_defaults import signature_from_code
 
 # importer -> {module -> names its module-level `from module import names` binds}
 DEFERRED = {
@@ -150,8 +151,7 @@ class InspectForConverters(types.ModuleType):
             return inspect.signature(obj, *args, **kwargs)
         if isinstance(obj, torch._ops.OpOverload):
             return _SignatureOnDemand(obj)
-        if type(obj) is types.FunctionType and "__wrapped__" not in obj.__dict__ \
-                and "__signature__" not in obj.__dict__:
+        if signature_from_code(obj):
             return _ParameterNames(obj.__code__)
         return inspect.signature(obj)
 
