@@ -41,6 +41,7 @@ from .._registry.library import op_overload
 from .._registry.load import add_load_hook
 from .._registry.op_state import OpState, Piece, add_piece_listener, loaded
 from .converters import generated_converter, missing_mapping_converter
+from . import converter_loading
 from .registry import install_aten_converters, install_library_converters, swap_converter
 from .schema_defaults import install_schema_defaults
 from . import collective_converters, torchair_input_fixes
@@ -188,8 +189,9 @@ def install_converters(torchair: Any, op_hook: OpHook | None = None) -> None:
     _wrap_register(torchair)
     _wrap_custom_op(torchair)
     with HandleGroup("lowering installation") as done:
-        done.add(install_aten_converters(installation.api))
-        done.add(install_library_converters(installation.api))
+        # over TorchAir's own converters: now, or when they load (a CPU host defers them: converter_loading)
+        converter_loading.when_loaded(lambda: done.add(install_aten_converters(installation.api)))
+        converter_loading.when_loaded(lambda: done.add(install_library_converters(installation.api)))
         for st in loaded():
             done.add(installation.install_op(st))
     installation.handles = done
@@ -206,9 +208,14 @@ def refresh_library_converters() -> int:
         return 0
     if not _installed.schema_defaults:
         # at the first compile, not at install: on an Ascend host install runs at `import op_plugin`,
-        # before TorchAir's converter modules are imported (importing them there would cost seconds)
+        # before TorchAir's converter modules are imported (importing them there would cost seconds); on a
+        # CPU host when they load (converter_loading: a compile-cache hit does not load them)
         _installed.schema_defaults = True
-        _installed.handles.add(install_schema_defaults(_installed.api))
+        handles = _installed.handles
+        api = _installed.api
+        converter_loading.when_loaded(lambda: handles.add(install_schema_defaults(api)))
+    if converter_loading.pending():
+        return 0  # the library ops there when TorchAir's converters load get theirs then (install_converters)
     late = install_library_converters(_installed.api)
     if len(late):
         _installed.handles.add(late)

@@ -46,6 +46,7 @@ from typing import Any, Literal
 import torch
 
 from .._base.handles import HandleGroup, RegistrationHandle
+from . import converter_loading
 from .torchair_api import REPLACED, TorchAirApi, converter_table, torchair_converter, torchair_lowers
 
 When = Literal["missing", "completes", "corrects", "library"]
@@ -130,6 +131,7 @@ def swap_converter(torchair: Any, op: Any, fn: Callable, description: str) -> Re
             return  # a later registration replaced ours: leave it
         if previous is _MISSING:
             op.__dict__.pop("_ge_converter", None)
+            converter_loading.unregistered(op)  # TorchAir's, if its modules loaded since and registered one
         else:
             op._ge_converter = previous
 

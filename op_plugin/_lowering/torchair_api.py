@@ -26,6 +26,8 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from . import converter_loading
+
 # The attribute on op_plugin's installed converter naming the converter it replaced (None if none).
 REPLACED = "op_plugin_replaced"
 
@@ -43,10 +45,16 @@ def converter_table() -> dict:
 
 
 def registered_wrapper(op: Any) -> Callable | None:
-    """TorchAir's registered (wrapped) converter of `op`, where TorchAir keeps it, or None."""
+    """TorchAir's registered (wrapped) converter of `op`, where TorchAir keeps it, or None. TorchAir's own
+    converters are loaded first when they are deferred and `op` has none yet (converter_loading)."""
     attrs = getattr(op, "__dict__", None)
     if attrs is not None:
-        return attrs.get("_ge_converter")
+        found = attrs.get("_ge_converter")
+        if found is None and converter_loading.pending():
+            converter_loading.ensure_loaded()
+            found = attrs.get("_ge_converter")
+        return found
+    converter_loading.ensure_loaded()
     return converter_table().get(op)
 
 

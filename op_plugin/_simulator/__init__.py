@@ -43,7 +43,7 @@ _EXPORTS = {
     "define_npu_ops": ".npu.ops",
     "load_torchair_before_collectives_trace": ".hosting.collectives_trace",
     "enable_compile_cache": (".hosting.compile_cache", "enable_for"),
-    "source_digest": ".hosting.compile_cache",
+    "source_digest": ".hosting.compile_key",
 }
 
 __all__ = sorted([*_EXPORTS, "torchair_with_yaml_ops"])

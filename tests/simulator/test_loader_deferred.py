@@ -1,5 +1,6 @@
 """What TorchAir's load defers to first use (op_plugin/_simulator/hosting/loader_deferred.py): torch._inductor's
-pattern matcher (imported by a compile-cache miss, never by a hit) and the converter registry's signatures.
+pattern matcher and TorchAir's converter modules (imported by a compile-cache miss, never by a hit; the converter
+modules' own tests are in test_converter_loading.py) and the converter registry's signatures.
 
 The oracle for a warm-cache process that never imported the pattern matcher is the process that lowered the
 graph (a miss, with the passes run): the same bits. For the signatures, inspect.signature itself.
@@ -44,6 +45,7 @@ _CHILD = textwrap.dedent("""
         "hits": s.hits, "misses": s.misses, "out": out.flatten().tolist(), "error": error,
         "pattern_matcher": "torch._inductor.pattern_matcher" in sys.modules,
         "pattern_passes_deferred": loader_deferred.is_deferred(npu_fx_compiler._apply_pattern_passes),
+        "converter_modules": sum(".ge_converter.aten." in m or ".ge_converter.custom." in m for m in sys.modules),
     }))
 """)
 
@@ -65,6 +67,7 @@ def test_a_warm_cache_process_never_imports_the_pattern_matcher_and_computes_the
     assert not cold["pattern_passes_deferred"]  # the miss ran TorchAir's own pattern passes
     assert (warm["hits"], warm["misses"]) == (1, 0)
     assert not warm["pattern_matcher"] and warm["pattern_passes_deferred"]
+    assert cold["converter_modules"] > 700 and warm["converter_modules"] == 0  # the hit looked up no converter
     assert warm["out"] == cold["out"] and cold["error"] < 1e-4
 
     # A tampered entry in that process is refused with a warning, never run: the graph is lowered again

@@ -7,11 +7,7 @@ for `torchair.inference.cache_compile`: the source `GeConcreteGraph.codegen(enab
 intermediate results against (`fx_meta`). A later compile of the same graph, in this process or another,
 runs that code instead of the converters: TorchAir's own load path, the same GE graph, the same executor.
 
-Key (auditable: every entry keeps the details its key hashes): the FX graph's code, every node's meta
-(shapes with their symbols, strides, dtypes), the bytes of its constants, each input's spec and the
-attrs TorchAir reads from it, the code of the converter of every op in the graph, TorchAir's compile
-options, what the caller adds (op_plugin's options, the YAML files loaded and op_plugin's own source),
-and the versions of Python, torch and the wheel.
+The key (what a lowering depends on, auditable) is `compile_key.py`'s.
 
 Not cached (compiled as before, said at debug level): graphs with collectives (their process groups are
 rebuilt by name), random ops (TorchAir's codegen refuses their RNG inputs), a target without a converter
@@ -23,27 +19,22 @@ run).
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import logging
-import marshal
 import os
-import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import CodeType, FunctionType, MethodType, ModuleType
 
-import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from ..._base.signed_cache import SignedCache, user_cache_root, user_secret
+from ..._lowering import converter_loading
 from . import fx_meta
+from .compile_key import FORMAT, NotCacheable, key_details, key_of, lacking_converters
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
 ENV_OFF = "OP_PLUGIN_COMPILE_CACHE"      # "0": off
 ENV_DIR = "OP_PLUGIN_CACHE_DIR"          # the cache's folder (default: ~/.cache/op_plugin)
 ENV_SIZE = "OP_PLUGIN_CACHE_MAX_MB"      # its size bound (default 1024)
@@ -101,159 +92,6 @@ def enable_for(compiler_config, caller_details: Mapping) -> None:
     object.__setattr__(compiler_config, _CONFIG_ATTR, dict(caller_details))
 
 
-@functools.cache
-def source_digest() -> str:
-    """A digest of op_plugin's own Python source (the package, its shipped converters and Meta functions): any
-    change to op_plugin can change a lowering, as torch's source is in inductor's key. Each file enters by
-    name, size and modification time (a stat, not a read: reading all of them cost 0.14 s of a first compile)."""
-    import importlib.util
-
-    folders = {Path(__file__).resolve().parents[2]}
-    for name in ("op_plugin.converters", "op_plugin.meta_functions"):
-        spec = importlib.util.find_spec(name)
-        if spec is not None:
-            folders.update(Path(location).resolve() for location in spec.submodule_search_locations or [])
-    entries = []
-    for folder in sorted(folders):
-        for root, dirs, files in os.walk(folder):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            for file_name in files:
-                if file_name.endswith(".py"):
-                    status = os.stat(os.path.join(root, file_name))
-                    entries.append(f"{os.path.relpath(os.path.join(root, file_name), folder)}\0{status.st_size}"
-                                   f"\0{status.st_mtime_ns}")
-    return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()
-
-
-# ---- the key -------------------------------------------------------------------------------------------
-
-def _describe(value) -> object:
-    """A value's spec as JSON data: tensors by dtype, sizes (symbols by name), strides, offset, device."""
-    if isinstance(value, torch.Tensor):
-        return {"dtype": str(value.dtype), "shape": [str(s) for s in value.shape],
-                "stride": [str(s) for s in value.stride()], "offset": str(value.storage_offset()),
-                "device": str(value.device), "requires_grad": bool(value.requires_grad),
-                "layout": str(value.layout)}
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        return {"sym": str(value.node.expr)}
-    if isinstance(value, (list, tuple)):
-        return [_describe(item) for item in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return {"type": type(value).__qualname__}
-
-
-def _code_digest(fn, hasher, seen: set, depth: int = 0) -> None:
-    """The bytecode (with constants and names) of `fn` and of the functions it closes over or wraps."""
-    if depth > 6 or id(fn) in seen:
-        return
-    seen.add(id(fn))
-    if isinstance(fn, MethodType):
-        fn = fn.__func__
-    code = getattr(fn, "__code__", None)
-    if isinstance(code, CodeType):
-        hasher.update(marshal.dumps(code))
-    if isinstance(fn, FunctionType):
-        for cell in fn.__closure__ or ():
-            try:
-                content = cell.cell_contents
-            except ValueError:  # an empty cell
-                continue
-            if callable(content) and not isinstance(content, (type, ModuleType)):
-                _code_digest(content, hasher, seen, depth + 1)
-    wrapped = getattr(fn, "__wrapped__", None)
-    if wrapped is not None:
-        _code_digest(wrapped, hasher, seen, depth + 1)
-    if not isinstance(fn, FunctionType) and hasattr(fn, "__dict__"):  # a converter object (TorchAir's wrappers)
-        for attribute in vars(fn).values():
-            if isinstance(attribute, (FunctionType, MethodType)):
-                _code_digest(attribute, hasher, seen, depth + 1)
-
-
-def _converter_digest(target) -> str | None:
-    from torchair._ge_concrete_graph.fx2ge_converter import _get_converter
-
-    converter = _get_converter(target)
-    if converter is None:
-        return None
-    hasher = hashlib.sha256()
-    _code_digest(converter, hasher, set())
-    return hasher.hexdigest()
-
-
-def _tensor_digest(name: str, value: torch.Tensor) -> str:
-    """sha256 of a constant's bytes (any dtype torch can view as bytes)."""
-    try:
-        data = value.detach().contiguous().cpu().reshape(-1)
-        raw = data.view(torch.uint8).numpy().tobytes() if data.numel() else b""
-    except (RuntimeError, TypeError) as error:  # quantized, sparse, sub-byte dtypes
-        raise _NotCacheable(f"constant {name} ({value.dtype}) cannot be read as bytes: {error}") from None
-    return hashlib.sha256(raw).hexdigest()
-
-
-def _target_name(target) -> str:
-    if isinstance(target, torch._ops.OpOverload):
-        return str(target)
-    return f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', repr(target))}"
-
-
-def _torchair_options(config) -> object:
-    try:
-        return [dict(part) for part in config.as_dict()]
-    except (TypeError, ValueError, AttributeError):
-        return repr(config.as_dict())
-
-
-class _NotCacheable(Exception):
-    pass
-
-
-def key_details(gm: torch.fx.GraphModule, example_inputs, config, caller_details: Mapping) -> dict:
-    """What the key hashes, as JSON data; raises _NotCacheable with the reason."""
-    from torchair.npu_fx_compiler import _get_inputs_custom_attr
-
-    nodes, converters, constants = [], {}, {}
-    for node in gm.graph.nodes:
-        nodes.append([node.name, _describe(node.meta.get("val"))])
-        if node.op == "call_function":
-            name = _target_name(node.target)
-            if name not in converters:
-                if isinstance(node.target, torch._ops.OpOverload) or hasattr(node.target, "_ge_converter"):
-                    digest = _converter_digest(node.target)
-                    if digest is None:
-                        raise _NotCacheable(f"{name} has no converter")
-                    converters[name] = digest
-                else:  # operator.getitem and the like: TorchAir handles them itself
-                    converters[name] = "builtin"
-        elif node.op == "get_attr":
-            value = getattr(gm, node.target, None)
-            if isinstance(value, torch.Tensor):
-                if value.device.type == "meta" or torch._subclasses.fake_tensor.is_fake(value):
-                    raise _NotCacheable(f"constant {node.target} has no data")
-                constants[node.target] = [_describe(value), _tensor_digest(node.target, value)]
-            else:
-                constants[node.target] = _describe(value)
-    custom_attrs = {str(index): {k: repr(v) for k, v in sorted(attrs.items())}
-                    for index, attrs in _get_inputs_custom_attr(list(example_inputs)).items()}
-    return {
-        "format": FORMAT,
-        "python": sys.version,
-        "torch": torch.__version__,
-        "code": gm.code,
-        "nodes": nodes,
-        "constants": constants,
-        "inputs": [_describe(value) for value in example_inputs],
-        "input_attrs": custom_attrs,
-        "converters": converters,
-        "torchair_options": _torchair_options(config),
-        "caller": dict(caller_details),
-    }
-
-
-def key_of(details: dict) -> str:
-    return hashlib.sha256(json.dumps(details, sort_keys=True, default=str).encode()).hexdigest()
-
-
 # ---- the hook -------------------------------------------------------------------------------------------
 
 def _config_allows(config) -> str | None:
@@ -306,6 +144,9 @@ def _store_result(store: SignedCache, runner, key: str, details: dict, guards_be
         return f"TorchAir returned {type(runner).__name__}"
     if runner.graph.used_process_group:
         return "the graph has collectives"
+    lacking = lacking_converters(details)
+    if lacking:  # keyed by TorchAir's converter modules, which had none for it (the lowering generated one)
+        return f"{lacking} had no converter before the lowering"
     if _guard_count(example_inputs) != guards_before:
         return "lowering added a guard on a dynamic size"
     try:
@@ -340,6 +181,13 @@ def unbound_names(py_code: str) -> list[str]:
     return sorted(unbound)
 
 
+def _lower(original, compiler, gm, example_inputs, observer):
+    """TorchAir's lowering, with its converter modules loaded first (TorchAir also looks up targets, such as
+    `_sym_sqrt`, that are plain functions, on which a lookup cannot load them)."""
+    converter_loading.ensure_loaded()
+    return original(compiler, gm, example_inputs, observer)
+
+
 def install(torchair) -> None:
     """Wrap TorchAir's inner compiler (idempotent). Compiles not enabled with `enable_for` are untouched."""
     del torchair
@@ -353,23 +201,27 @@ def install(torchair) -> None:
     @functools.wraps(original)
     def gen_compiled_gm(self, gm, example_inputs, observer):
         caller = vars(self.config).get(_CONFIG_ATTR)
+        if self.config.mode.value == "max-autotune":  # GE mode: TorchAir's converters, unless it is a hit
+            lower = functools.partial(_lower, original)
+        else:
+            lower = original
         if caller is None or not is_enabled_by_environment():
-            return original(self, gm, example_inputs, observer)
+            return lower(self, gm, example_inputs, observer)
         reason, details = _config_allows(self.config), None
         try:
             if not reason:
                 with unset_fake_temporarily():  # constants are real tensors, read under TorchAir's fake mode
                     details = key_details(gm, example_inputs, self.config, caller)
-        except _NotCacheable as error:
+        except NotCacheable as error:
             reason = str(error)
         if reason:
             _stats["uncacheable"] += 1
             log.debug("npugraph compile cache: not cached (%s)", reason)
-            return original(self, gm, example_inputs, observer)
+            return lower(self, gm, example_inputs, observer)
         key = key_of(details)
         store = _store(cache_folder())
         if store is None:
-            return original(self, gm, example_inputs, observer)
+            return lower(self, gm, example_inputs, observer)
         payload = store.get(key)
         if payload is not None:
             _stats["hits"] += 1
@@ -377,10 +229,10 @@ def install(torchair) -> None:
             return _load(payload)
         _stats["misses"] += 1
         guards_before = _guard_count(example_inputs)
-        runner = original(self, gm, example_inputs, observer)
+        runner = lower(self, gm, example_inputs, observer)
         try:
             reason = _store_result(store, runner, key, details, guards_before, example_inputs)
-        except _NotCacheable as error:
+        except NotCacheable as error:
             reason = str(error)
         if reason:
             _stats["uncacheable"] += 1

@@ -15,11 +15,18 @@
 2. **The converter registry's signatures** (`InspectForConverters`): see there.
 3. **Garbage collection** is held off during the load (`no_automatic_gc`, _base/gc_scope.py; the compile around
    it walks only the objects it makes: `old_objects_frozen`).
+4. **TorchAir's aten and prims converter modules** (~700, ~0.1 s of the load): `ge_converter/__init__` imports
+   them with `importlib.import_module`; while TorchAir imports, that module's `import importlib` binds
+   `_ImportlibDeferringConverters`, which hands back an empty package for those two and tells
+   `_lowering.converter_loading` to import them (with `ge_converter.custom`, the torch_npu ops' converters
+   TorchAir imports at its first lookup) when a converter is first looked up: TorchAir's own
+   `try_import_submodule`, run later. converter_loading's module doc says why nothing can tell.
 """
 from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -32,6 +39,7 @@ import types
 import torch
 
 from ..._base.gc_scope import no_automatic_gc
+from ..._lowering import converter_loading
 from ..._lowering.schema_defaults import signature_from_code
 
 # importer -> {module -> names its module-level `from module import names` binds}
@@ -157,6 +165,86 @@ class InspectForConverters(types.ModuleType):
 
 
 CONVERTER_REGISTRY = "torchair._ge_concrete_graph.fx2ge_converter"
+CONVERTER_PACKAGE = "torchair._ge_concrete_graph.ge_converter"
+# the packages whose modules `ge_converter/__init__` imports one by one (`try_import_submodule`), in its order
+DEFERRED_CONVERTER_PACKAGES = ("prims", "aten")
+
+
+class _ImportlibDeferringConverters(types.ModuleType):
+    """`importlib` as `ge_converter/__init__` sees it while TorchAir imports: `import_module` of one of
+    DEFERRED_CONVERTER_PACKAGES returns a package with nothing to import (`__all__` empty) and defers the real
+    import (`_load_converter_modules`); everything else is importlib's own."""
+
+    def __init__(self):
+        super().__init__("importlib")
+        self.deferred: list[str] = []
+
+    def __getattr__(self, name):
+        return getattr(importlib, name)
+
+    def import_module(self, name, package=None):
+        submodule = name.removeprefix(CONVERTER_PACKAGE + ".")
+        if package is None and submodule in DEFERRED_CONVERTER_PACKAGES:
+            if submodule not in self.deferred:
+                self.deferred.append(submodule)
+                converter_loading.defer(functools.partial(_load_converter_modules, tuple(self.deferred)))
+            return types.SimpleNamespace(__all__=())
+        return importlib.import_module(name, package)
+
+
+# TorchAir's functions that read its whole converter registry, or import `ge_converter.custom` at a miss
+_REGISTRY_READERS = ("_get_converter", "_declare_supported_converters")
+
+
+def _loading_converters_first(reader):
+    """`reader` with the deferred converter modules loaded first (`custom` among them, so that its registrations
+    are TorchAir's, made before any later one)."""
+
+    @functools.wraps(reader)
+    def read(*args, **kwargs):
+        converter_loading.ensure_loaded()
+        return reader(*args, **kwargs)
+
+    read.op_plugin_loads_converters = True
+    return read
+
+
+def _bind_loading_readers() -> None:
+    """After TorchAir's load, while its converter modules are deferred: each of _REGISTRY_READERS, in the
+    registry and in every TorchAir module that imported the name (torchair.fx_summary), loads them first."""
+    registry = sys.modules.get(CONVERTER_REGISTRY)
+    if registry is None or not converter_loading.pending():
+        return
+    for name in _REGISTRY_READERS:
+        reader = getattr(registry, name, None)
+        if reader is None or getattr(reader, "op_plugin_loads_converters", False):
+            continue
+        wrapper = _loading_converters_first(reader)
+        for module_name, module in list(sys.modules.items()):
+            if module_name.startswith("torchair") and getattr(module, "__dict__", {}).get(name) is reader:
+                setattr(module, name, wrapper)
+
+
+def _load_converter_modules(submodules: tuple[str, ...]) -> None:
+    """What `ge_converter/__init__` would have imported at TorchAir's load, imported now by its own
+    `try_import_submodule` (the registry's signatures as at the load, no automatic GC), then `custom`, which
+    TorchAir imports at its first lookup. A registration made since the deferral keeps its declared cases."""
+    package = sys.modules[CONVERTER_PACKAGE]
+    registry = sys.modules[CONVERTER_REGISTRY]
+    if isinstance(package.__dict__.get("importlib"), _ImportlibDeferringConverters):
+        package.importlib = importlib
+    declared = registry._DECLARED_SUPPORTED_CONVERTERS
+    later = {op: declared[op] for op in converter_loading.ops_registered_since_deferral() if op in declared}
+    registry_inspect = registry.__dict__.get("inspect")
+    registry.inspect = InspectForConverters()
+    try:
+        with no_automatic_gc():
+            for submodule in submodules:
+                package.try_import_submodule(submodule)
+            importlib.import_module(CONVERTER_PACKAGE + ".custom")
+    finally:
+        registry.inspect = registry_inspect
+    declared.update(later)
 
 
 class _AfterExec(importlib.abc.MetaPathFinder):
@@ -199,6 +287,7 @@ def deferring():
     finally:
         sys.meta_path.remove(finder)
         restore_inspect()
+        _bind_loading_readers()
 
 
 @contextlib.contextmanager
@@ -210,6 +299,9 @@ def _forwarding_imports():
         if active[0] and _deferrable(globals, name, fromlist, level) is not None \
                 and importlib.util.find_spec(name) is not None:  # a missing module still raises ImportError now
             return _Bound(globals["__name__"], name, fromlist)
+        if active[0] and name == "importlib" and not fromlist and not level \
+                and isinstance(globals, dict) and globals.get("__name__") == CONVERTER_PACKAGE:
+            return _ImportlibDeferringConverters()
         return below(name, globals, locals, fromlist, level)
 
     builtins.__import__ = _import
