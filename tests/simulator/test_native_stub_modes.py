@@ -1,7 +1,7 @@
 """The GE graph runs below torch's Python dispatch modes, as in the native runtime on an NPU.
 
-A TorchDispatchMode active around the compiled graph's run sees TorchAir's Python, never the aten
-calls the simulator's kernels make (on an NPU they are GE kernels inside the native runtime). The
+A TorchDispatchMode active around the compiled graph's compile and run sees TorchAir's Python, never the aten
+calls the simulator makes (on an NPU the graph is compiled and its GE kernels run inside the native runtime). The
 one such mode on the npugraph path is AOT autograd's custom-op aliasing check, which wraps the first
 call of every compiled function (a user's mode around a compiled call makes dynamo skip the frame).
 """
@@ -34,6 +34,9 @@ def test_first_call_kernels_bypass_aots_aliasing_check(torchair, monkeypatch):
     torch.testing.assert_close(got, _model(x, w))
     assert eager_seen_before == 0
     assert _kernel_ops(seen) == [], seen
+    # nor the graph's compile at its first run (its Consts decoded: empty, view, clone), native on an NPU too;
+    # what it sees is TorchAir's record_function around the run
+    assert [op for op in seen if not op.startswith("profiler.")] == [], seen
     # the check itself is active on first calls (aot_eager runs its kernels under it): else this proves nothing
     torch._dynamo.reset()
     torch.compile(_model, backend="aot_eager", fullgraph=True)(x, w)
