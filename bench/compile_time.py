@@ -124,12 +124,16 @@ def child(payload: dict) -> dict:
         gc_meter.reset()
         start, cpu_start = perf(), cpu()
         load_simulated_torchair()
-        # what TorchAir's load defers to its first lowering (loader_deferred: inductor's pattern matcher), counted
+        # what TorchAir's load defers to its first lowering (loader_deferred: inductor's pattern matcher, its
+        # converter modules), counted
         # in the load, so that the first call is a warm process's (the goal's); a warm-cache hit never imports it
         from op_plugin._simulator.hosting.loader_deferred import DEFERRED
 
         for module in {name for deferred in DEFERRED.values() for name in deferred}:
             importlib.import_module(module)
+        from op_plugin._lowering import converter_loading
+
+        converter_loading.ensure_loaded()  # TorchAir's converter modules, deferred to the first lookup too
         out["import_torchair"], out["load_cpu"] = perf() - start, cpu() - cpu_start
         out["load_gc_cpu"] = gc_meter.seconds
     _instrument(phases, backend)
