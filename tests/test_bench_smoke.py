@@ -47,8 +47,26 @@ EXPECTED_FIGURES = {
 
 
 @pytest.fixture(scope="module")
-def quick_results(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("bench")
+def quick_results(tmp_path_factory, worker_id):
+    """The quick runs, made once for the whole session: under pytest-xdist the first worker to get here runs them
+    and the others read its results (xdist's documented recipe: a file lock in the workers' shared temp folder),
+    instead of each worker running all of them again (74 s of both cores each)."""
+    if worker_id == "master":  # not under xdist
+        return _run_quick(tmp_path_factory.mktemp("bench"))
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / "bench_quick_results"
+    with FileLock(str(shared) + ".lock"):
+        done = shared / "results.json"
+        if done.is_file():
+            return json.loads(done.read_text())
+        shared.mkdir(exist_ok=True)
+        results = _run_quick(shared)
+        done.write_text(json.dumps(results))
+        return results
+
+
+def _run_quick(folder: Path) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     waiting, running, results = list(EXPECTED_FIGURES), {}, {}
