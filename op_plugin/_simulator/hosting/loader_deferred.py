@@ -184,7 +184,9 @@ class _ImportlibDeferringConverters(types.ModuleType):
 
     def import_module(self, name, package=None):
         submodule = name.removeprefix(CONVERTER_PACKAGE + ".")
-        if package is None and submodule in DEFERRED_CONVERTER_PACKAGES:
+        # only TorchAir's `try_import_submodule` (a TorchAir that imports them otherwise imports them now)
+        if package is None and submodule in DEFERRED_CONVERTER_PACKAGES \
+                and callable(getattr(sys.modules.get(CONVERTER_PACKAGE), "try_import_submodule", None)):
             if submodule not in self.deferred:
                 self.deferred.append(submodule)
                 converter_loading.defer(functools.partial(_load_converter_modules, tuple(self.deferred)))
