@@ -22,7 +22,7 @@ What makes the deferral invisible:
   Ascend host, where nothing is deferred, it runs when asked, as before.
 
 The compile cache keys an op whose converter comes from the deferred modules by those modules' files
-(hosting/compile_cache.py), so a hit needs none of them imported.
+(hosting/compile_key.py), so a hit needs none of them imported.
 """
 from __future__ import annotations
 
