@@ -166,6 +166,61 @@ def npu_fused_infer_attention_score_v2(query, key, value, *, query_rope=None, ke
         pse_type=0)
 
 
+# ---- aclgraph's static-workspace forms (TorchAir's replace_dynamic_workspace_ops) ------------------------------
+# Under reduce-overhead / npugraph_ex, TorchAir replaces each fused-infer-attention node by the op's workspace query
+# and its `.out` form fed that workspace, so the captured kernel keeps one buffer across replays
+# (_acl_concrete_graph/acl_graph.py, _REPLACE_FUNC_MAP). On an NPU the size is CANN's tiling at the maximum sequence
+# lengths (aclnnFusedInferAttentionScoreV3GetWorkspaceSize), which the simulator does not have: its kernel runs on
+# the host and needs no device workspace, so the query answers an empty buffer and the `.out` form reads none.
+
+def _no_workspace(query):
+    """A workspace query's answer: the empty buffer the simulator's kernel needs, in query's dtype as torch_npu
+    allocates its buffer (apply_tensor_without_format({size}, query.options()))."""
+    return query.new_empty(0)
+
+
+def _written(op, results, out, workspace, lse_wanted):
+    """The `.out` form: the results written into `out` (torch_npu registers it as ``Tensor[] out``: [attention_out,
+    softmax_lse]), which torch_npu's kernel fills without resizing (the aclnn call checks them against the shapes
+    it infers). softmax_lse is written only when the call asks for it (softmax_lse_flag / return_softmax_lse):
+    otherwise the kernel leaves it alone, whatever it is (torch_npu's example passes an empty [1] float16)."""
+    if workspace is not None and not isinstance(workspace, torch.Tensor):
+        raise TypeError(f"npu::{op}.out: workspace must be a tensor, got {type(workspace).__name__}")
+    if len(out) != len(results):
+        raise ValueError(f"npu::{op}.out: out must hold {len(results)} tensors (attention_out, softmax_lse), "
+                         f"got {len(out)}")
+    written = zip(("attention_out", "softmax_lse"), out, results, strict=True)
+    written = [entry for entry in written if lse_wanted or entry[0] == "attention_out"]
+    for name, target, value in written:
+        if target.shape != value.shape or target.dtype != value.dtype:
+            raise ValueError(f"npu::{op}.out: out's {name} is {target.dtype} {list(target.shape)} where the op "
+                             f"gives {value.dtype} {list(value.shape)}; the out tensors are written as they are, "
+                             "not resized")
+    for _, target, value in written:
+        target.copy_(value)
+    return tuple(out)
+
+
+def fused_infer_attention_score_get_max_workspace(query, key, value, **kwargs):
+    """torch_npu's _npu_fused_infer_attention_score_get_max_workspace (its arguments are the op's)."""
+    del key, value, kwargs
+    return _no_workspace(query)
+
+
+def fused_infer_attention_score_out(query, key, value, *, workspace=None, out, **kwargs):
+    """npu_fused_infer_attention_score.out: the op, its outputs written into out = [attention_out, softmax_lse]."""
+    results = npu_fused_infer_attention_score(query, key, value, **kwargs)
+    return _written("npu_fused_infer_attention_score", results, out, workspace, kwargs.get("softmax_lse_flag", False))
+
+
+def fused_infer_attention_score_v2_out(query, key, value, *, workspace=None, out, **kwargs):
+    """npu_fused_infer_attention_score_v2.out: the v2 op, its outputs written into out = [attention_out,
+    softmax_lse]."""
+    results = npu_fused_infer_attention_score_v2(query, key, value, **kwargs)
+    return _written("npu_fused_infer_attention_score_v2", results, out, workspace,
+                    kwargs.get("return_softmax_lse", False))
+
+
 _MLA_QUANT = ("dequant_scale_x", "dequant_scale_w_dq", "dequant_scale_w_uq_qr", "dequant_scale_w_dkv_kr",
               "quant_scale_ckv", "quant_scale_ckr", "smooth_scales_cq")
 
@@ -245,4 +300,12 @@ KERNELS = {
     "npu_incre_flash_attention": npu_incre_flash_attention,
     "npu_fused_infer_attention_score": npu_fused_infer_attention_score,
     "npu_fused_infer_attention_score_v2": npu_fused_infer_attention_score_v2,
+    "npu_fused_infer_attention_score.out": fused_infer_attention_score_out,
+    "npu_fused_infer_attention_score_v2.out": fused_infer_attention_score_v2_out,
+    "_npu_fused_infer_attention_score_get_max_workspace": fused_infer_attention_score_get_max_workspace,
+    "_npu_fused_infer_attention_score_v2_get_max_workspace": fused_infer_attention_score_get_max_workspace,
 }
+# aclgraph's static-workspace forms: no Meta function in torch_npu, no TorchAir converter (eager and capture only)
+EAGER_ONLY = frozenset({"npu_fused_infer_attention_score.out", "npu_fused_infer_attention_score_v2.out",
+                        "_npu_fused_infer_attention_score_get_max_workspace",
+                        "_npu_fused_infer_attention_score_v2_get_max_workspace"})

@@ -74,8 +74,11 @@ CPU_KERNELS = _kernels_by_op(_KERNEL_MODULES)
 # Meta functions of ops whose Meta torch_npu writes in C++ (the wheel's Python has none), where a family
 # module defines one (``META``); used only when the wheel has no Meta for the op.
 META_KERNELS = {name: fn for module in _KERNEL_MODULES for name, fn in getattr(module, "META", {}).items()}
+# Ops a family module lists in ``EAGER_ONLY``: eager kernels of ops torch_npu gives no Meta function and TorchAir
+# no converter (the static-workspace forms TorchAir's aclgraph capture calls), as on an Ascend host.
+EAGER_ONLY = frozenset(name for module in _KERNEL_MODULES for name in getattr(module, "EAGER_ONLY", ()))
 # The ops with CPU reference kernels and GE kernels, tested end to end.
-COVERED = tuple(CPU_KERNELS)
+COVERED = tuple(name for name in CPU_KERNELS if name not in EAGER_ONLY)
 
 _lock = threading.Lock()
 _handle: RegistrationHandle | None = None

@@ -28,16 +28,14 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import dataclasses
 import functools
 import hashlib
-import hmac
 import importlib.util
 import marshal
 import math
 import os
 import re
-import secrets
-import stat
 import types
 import warnings
 from dataclasses import dataclass
@@ -46,7 +44,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from . import torch_npu_standin as standin
+from . import torch_npu_standin as standin, wheel_cache
+from .registered_schemas import registered_schemas
 from .torch_npu_standin import SIMULATED_CANN_VERSION, TORCH_NPU_DTYPES  # noqa: F401  (this module's API too)
 
 CODEGEN_YAML = "csrc/aten/npu_native_functions_by_codegen.yaml"
@@ -76,8 +75,12 @@ def schema_entries(wheel_root: Path, names) -> dict[str, SchemaEntry]:
 
 def all_schema_entries(wheel_root: Path) -> dict[str, SchemaEntry]:
     """Every ``custom:`` entry of the codegen YAML, overloads included ("npu_grouped_matmul.List"),
-    in the file's order: the operators torch_npu defines in the ``npu`` namespace."""
-    return dict(_all_schema_entries(str(wheel_root)))
+    in the file's order: the operators torch_npu defines in the ``npu`` namespace, each with the schema
+    string torch_npu's library registers for it where the wheel ships the library (`registered_schemas`:
+    ``Tensor input`` for the YAML's ``Tensor self``, ``Tensor[] out`` for a multi-output ``.out``)."""
+    registered = registered_schemas(wheel_root)
+    return {name: dataclasses.replace(entry, schema=registered[name]) if name in registered else entry
+            for name, entry in _all_schema_entries(str(wheel_root))}
 
 
 @functools.lru_cache(maxsize=4)
@@ -166,67 +169,17 @@ def _load(picked, names) -> dict[str, object] | None:
     return functions if all(callable(f) for f in functions.values()) else None
 
 
-_CACHE_DIR = ".op-plugin-cache"
+_CACHE_DIR = wheel_cache.CACHE_DIR
 _CACHE_VERSION = "3"
-_MAGIC = b"op-plugin meta cache 2\n"
-_SECRET_BYTES = 32
-
-
-def _secret() -> bytes | None:
-    """This user's key for the cache's HMAC: 32 random bytes in a file only the user can read,
-    in `$XDG_CACHE_HOME/op-plugin` (default ~/.cache/op-plugin), made on first use. None (no
-    cache at all) when it cannot be made or is not private to the user."""
-    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "op-plugin"
-    path = folder / "meta-cache.key"
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        secret = _read_private(path)
-        if secret is None:
-            partial = folder / f".meta-cache.key.{os.getpid()}.{secrets.token_hex(4)}"
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            with os.fdopen(fd, "wb") as stream:
-                stream.write(secrets.token_bytes(_SECRET_BYTES))
-            try:
-                os.link(partial, path)  # fails if another process made one first: theirs is used
-            except FileExistsError:
-                pass
-            finally:
-                os.unlink(partial)
-            secret = _read_private(path)
-    except (OSError, RuntimeError):
-        return None
-    return secret
-
-
-def _read_private(path: Path) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as stream:
-        info = os.fstat(stream.fileno())
-        data = stream.read(_SECRET_BYTES + 1)
-    if (not stat.S_ISREG(info.st_mode) or (hasattr(os, "getuid") and info.st_uid != os.getuid())
-            or info.st_mode & 0o077 or len(data) != _SECRET_BYTES):
-        raise RuntimeError(f"{path} is not a private key file of this user")
-    return data
-
-
-def _mac(secret: bytes, key: str, payload: bytes) -> bytes:
-    return hmac.new(secret, key.encode() + b"\0" + payload, hashlib.sha256).digest()
+_MAGIC = wheel_cache.MAGIC
+_secret = wheel_cache.secret  # this user's HMAC key (None: no cache is trusted or written)
+_mac = wheel_cache.mac
 
 
 def _read_cache(path: Path, key: str, secret: bytes):
     """The authenticated (code, {op: function name}) of a cache file, or None."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    head = len(_MAGIC) + hashlib.sha256().digest_size
-    if not data.startswith(_MAGIC) or len(data) <= head:
-        return None
-    payload = data[head:]
-    if not hmac.compare_digest(data[len(_MAGIC):head], _mac(secret, key, payload)):
+    payload = wheel_cache.read(path, key, secret)
+    if payload is None:
         return None  # not written by this user for this key: never unmarshalled, never run
     try:
         code, function_names = marshal.loads(payload)
@@ -238,16 +191,7 @@ def _read_cache(path: Path, key: str, secret: bytes):
 
 
 def _write_cache(path: Path, key: str, secret: bytes, picked) -> None:
-    try:  # a cache that cannot be written only costs the parse next time
-        path.parent.mkdir(exist_ok=True)
-        payload = marshal.dumps(picked)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(_MAGIC + _mac(secret, key, payload) + payload)
-        os.replace(partial, path)  # replaces a link planted at `path`, never writes through it
-    except OSError:
-        pass
+    wheel_cache.write(path, key, secret, marshal.dumps(picked))
 
 
 def _pick_meta_functions(path: Path, source: str, names) -> tuple:

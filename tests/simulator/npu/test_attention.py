@@ -405,7 +405,7 @@ def test_a_yaml_op_cannot_take_a_defined_torch_npu_name(tmp_path):
     """))
     with pytest.raises(op_plugin.YamlSpecError, match="already exists"):
         op_plugin.load_yaml(path)
-    assert str(npu.npu_swiglu.default._schema) == "npu::npu_swiglu(Tensor self, int dim=-1) -> Tensor"
+    assert str(npu.npu_swiglu.default._schema) == "npu::npu_swiglu(Tensor input, int dim=-1) -> Tensor"
 
 
 def test_no_backward_is_refused_not_differentiated_silently():
