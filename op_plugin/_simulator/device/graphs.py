@@ -27,12 +27,26 @@ freed or resized since the capture (its data pointer or byte size changed). `mak
 from __future__ import annotations
 
 import contextlib
+from typing import NamedTuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 _CAPTURING: list[NPUGraph] = []
+
+
+def capturing_graph() -> NPUGraph | None:
+    """The graph being captured, if any."""
+    return _CAPTURING[-1] if _CAPTURING else None
+
+
+class EventStep(NamedTuple):
+    """A captured ExternalEvent call (graph_tasks.py): "wait" stops a replay until the event is recorded, "reset"
+    clears it, "record" records it."""
+
+    kind: str
+    event: object
 
 
 class _Recorder(TorchDispatchMode):
@@ -123,6 +137,19 @@ _ALLOCATION_ONLY = frozenset({torch.ops.aten.empty.memory_format, torch.ops.aten
                               torch.ops.aten.new_empty_strided.default})
 
 
+def _rerun(func, args, kwargs, out) -> None:
+    """One captured op again, its fresh results copied into the tensors captured for them."""
+    fresh = func(*args, **kwargs)
+    for captured, new in zip(tree_flatten(out)[0], tree_flatten(fresh)[0], strict=True):
+        if not isinstance(captured, torch.Tensor) or captured is new:
+            continue
+        if (new.untyped_storage().data_ptr() == captured.untyped_storage().data_ptr()
+                and new.storage_offset() == captured.storage_offset()
+                and new.stride() == captured.stride()):
+            continue  # a view or in-place result: already the captured memory
+        captured.copy_(new)
+
+
 def _storage_key(tensor: torch.Tensor) -> tuple[int, int]:
     storage = tensor.untyped_storage()
     return storage.data_ptr(), storage.nbytes()
@@ -136,6 +163,7 @@ class NPUGraph:
         self._recorder: _Recorder | None = None
         self._storages: list[tuple[torch.Tensor, tuple[int, int]]] = []
         self._was_reset = False
+        self._waiting_at: int | None = None  # the step a replay waits at (an ExternalEvent wait), else None
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
         if _CAPTURING:
@@ -155,8 +183,10 @@ class NPUGraph:
         _CAPTURING.pop()
         recorder.__exit__(None, None, None)
         seen = set()
-        for _, args, kwargs, out in self._ops:
-            for leaf in tree_flatten((args, kwargs, out))[0]:
+        for step in self._ops:
+            if isinstance(step, EventStep):
+                continue
+            for leaf in tree_flatten(step[1:])[0]:
                 if isinstance(leaf, torch.Tensor) and id(leaf) not in seen:
                     seen.add(id(leaf))
                     self._storages.append((leaf, _storage_key(leaf)))
@@ -174,18 +204,36 @@ class NPUGraph:
                     f"{tensor.device}) had its storage freed or resized since the capture (data_ptr, nbytes "
                     f"{key} -> {_storage_key(tensor)}); the graph reads and writes the captured memory: "
                     f"capture it again")
+        if self._waiting_at is not None:
+            raise RuntimeError("torch.npu.NPUGraph.replay: the previous replay still waits at a captured "
+                               "ExternalEvent wait; record the event first (graph_tasks.py)")
+        self._waiting_at = 0
+        self._run()
+
+    def _run(self) -> None:
+        """Run the captured steps from where the replay stands, to the end or to a wait for an ExternalEvent no
+        stream has recorded yet (then the event's record runs the rest: graph_tasks.ExternalEvent)."""
+        position, steps = self._waiting_at, self._ops
         with torch.no_grad():
-            for func, args, kwargs, out in self._ops:
-                fresh = func(*args, **kwargs)
-                for captured, new in zip(tree_flatten(out)[0], tree_flatten(fresh)[0], strict=True):
-                    if not isinstance(captured, torch.Tensor) or captured is new:
-                        continue
-                    if (new.untyped_storage().data_ptr() == captured.untyped_storage().data_ptr()
-                            and new.storage_offset() == captured.storage_offset()
-                            and new.stride() == captured.stride()):
-                        continue  # a view or in-place result: already the captured memory
-                    captured.copy_(new)
-                del fresh
+            while position < len(steps):
+                step = steps[position]
+                if isinstance(step, EventStep):
+                    if step.kind == "wait" and not step.event._recorded:
+                        self._waiting_at = position
+                        step.event._waiting.append(self)
+                        return
+                    if step.kind == "reset":
+                        step.event._recorded = False
+                    elif step.kind == "record":
+                        step.event._signal()
+                else:
+                    _rerun(*step)
+                position += 1
+        self._waiting_at = None
+
+    def waiting(self) -> bool:
+        """True while a replay waits for an ExternalEvent's record."""
+        return self._waiting_at is not None
 
     def reset(self) -> None:
         """Drops the captured ops and tensors; a later `replay()` is refused until a new capture."""
@@ -194,6 +242,7 @@ class NPUGraph:
         self._ops = None
         self._storages = []
         self._was_reset = True
+        self._waiting_at = None
 
     def pool(self):
         """A handle for `capture_begin(pool=...)`; memory is not pooled on the virtual NPU, so it is unused."""

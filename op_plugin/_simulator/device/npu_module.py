@@ -31,10 +31,15 @@ from .amp import (get_amp_supported_dtype as get_amp_supported_dtype, get_autoca
                   set_autocast_enabled as set_autocast_enabled)
 from .aclgraph_support import graph_pool_handle as graph_pool_handle
 from .graphed_callables import make_graphed_callables as make_graphed_callables
+from .graph_tasks import graph_task_group_begin as graph_task_group_begin
+from .graph_tasks import graph_task_group_end as graph_task_group_end
+from .graph_tasks import graph_task_update_begin as graph_task_update_begin
+from .graph_tasks import graph_task_update_end as graph_task_update_end
 from .graphs import NPUGraph as NPUGraph
 from .graphs import graph as graph
 from .graphs import is_current_stream_capturing as is_current_stream_capturing
 from .streams import Event as Event
+from .streams import ExternalEvent as ExternalEvent
 from .streams import Stream as Stream
 from .streams import current_stream as current_stream
 from .streams import default_stream as default_stream
@@ -211,11 +216,31 @@ def is_bf16_supported(including_emulation: bool = False) -> bool:
     return True
 
 
+_STREAM_LIMITS: dict = {}  # stream -> (cube cores, vector cores) set_stream_limit gave it
+
+
 def get_stream_limit(stream) -> dict:
-    """torch_npu's get_stream_limit(stream): the cores a stream may use; no stream is limited here, so the SoC's
-    (TorchAir's aclgraph capture reads it)."""
+    """torch_npu's get_stream_limit(stream): the cores a stream may use, the SoC's unless set_stream_limit set
+    others (TorchAir's aclgraph capture reads it)."""
     soc = SOCS[soc_name()]
-    return {"cube_core_num": soc.cube_core_num, "vector_core_num": soc.vector_core_num}
+    cube, vector = _STREAM_LIMITS.get(stream, (soc.cube_core_num, soc.vector_core_num))
+    return {"cube_core_num": cube, "vector_core_num": vector}
+
+
+def set_stream_limit(stream, cube_num: int = -1, vector_num: int = -1) -> None:
+    """torch_npu's set_stream_limit: the cores kernels on `stream` may use (TorchAir's update stream sets the
+    captured ones'). Kept for get_stream_limit; the virtual NPU runs every kernel on the host either way.
+    Refused, as on an NPU: more cores than the SoC has."""
+    if stream is None:
+        raise ValueError("torch.npu.set_stream_limit: stream cannot be None")
+    soc = SOCS[soc_name()]
+    current = _STREAM_LIMITS.get(stream, (soc.cube_core_num, soc.vector_core_num))
+    cube = current[0] if cube_num == -1 else int(cube_num)  # -1 leaves a limit as it is, as torch_npu's
+    vector = current[1] if vector_num == -1 else int(vector_num)
+    if not (0 < cube <= soc.cube_core_num and 0 < vector <= soc.vector_core_num):
+        raise ValueError(f"torch.npu.set_stream_limit: {cube} cube and {vector} vector cores; {soc_name()} has "
+                         f"{soc.cube_core_num} and {soc.vector_core_num}")
+    _STREAM_LIMITS[stream] = (cube, vector)
 
 
 def manual_seed(seed: int) -> None:

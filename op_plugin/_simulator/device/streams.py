@@ -12,6 +12,10 @@ submitted before the record has already run when it is called, record time is co
 `start.elapsed_time(end)` is the host time in milliseconds between the two records: host time of the CPU
 kernels, not NPU kernel time.
 
+`ExternalEvent()` (torch_npu's `graph_external=True` event) may be waited on before it is recorded: captured in an
+NPUGraph, its wait stops a replay until the event is recorded (graphs.py, graph_tasks.py); outside a capture a
+wait on an event nobody recorded is refused, since no later record can reach a call that has already run.
+
 Refused with an error naming the call: a stream that is not an npu stream (another device type), a device
 index past `device_count()`, an event recorded on a stream of another device than its earlier record,
 `elapsed_time` of events not both recorded or not both created with `enable_timing=True`.
@@ -24,6 +28,8 @@ import threading
 import time
 
 import torch
+
+from . import graphs
 
 PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1, renamed npu
 _IDS = itertools.count(1)  # stream 0 is each device's default stream
@@ -72,7 +78,11 @@ class Stream(torch.Stream):
         _check_npu(stream, "torch.npu.Stream.wait_stream")
 
     def wait_event(self, event) -> None:
-        """Returns at once: the work `event` marks has already run."""
+        """Returns at once for an Event: the work it marks has already run. An ExternalEvent's wait is its own
+        (graph_tasks.py: captured, it is a node of the graph)."""
+        if isinstance(event, ExternalEvent):
+            event.wait(self)
+            return
         if not isinstance(event, Event):
             raise TypeError(f"torch.npu.Stream.wait_event: expected a torch.npu.Event, got {type(event).__name__}")
 
@@ -205,6 +215,60 @@ class Event:
     def __repr__(self) -> str:
         state = "recorded" if self._time is not None else "not recorded"
         return f"<torch.npu.Event {state}>"
+
+
+class ExternalEvent:
+    """An event that may be waited on before it is recorded (torch_npu's `graph_external=True` event). Captured,
+    `wait`, `reset` and `record` are steps of the graph (graphs.EventStep): a replay stops at the wait until the
+    event is recorded, and the record runs the rest of it (graph_tasks.py says why TorchAir needs it)."""
+
+    def __init__(self):
+        self._recorded = False
+        self._waiting: list = []  # graphs whose replay stopped at a wait for this event
+
+    def record(self, stream=None) -> None:
+        stream = _stream_or_current(stream, "torch.npu.ExternalEvent.record")
+        graph = graphs.capturing_graph()
+        if graph is not None:
+            graph._ops.append(graphs.EventStep("record", self))
+            return
+        self._signal()
+
+    def wait(self, stream=None) -> None:
+        stream = _stream_or_current(stream, "torch.npu.ExternalEvent.wait")
+        graph = graphs.capturing_graph()
+        if graph is not None:
+            graph._ops.append(graphs.EventStep("wait", self))
+            return
+        if not self._recorded:
+            raise RuntimeError("torch.npu.ExternalEvent.wait outside a graph capture, on an event no stream has "
+                               "recorded: an NPU stream would wait for a later record, which the virtual NPU "
+                               "(each call runs when it is made) cannot; record it first")
+
+    def reset(self, stream=None) -> None:
+        stream = _stream_or_current(stream, "torch.npu.ExternalEvent.reset")
+        graph = graphs.capturing_graph()
+        if graph is not None:
+            graph._ops.append(graphs.EventStep("reset", self))
+            return
+        self._recorded = False
+
+    def query(self) -> bool:
+        return self._recorded
+
+    def _signal(self) -> None:
+        """Recorded: the replays waiting for it run on (graphs.NPUGraph._run)."""
+        self._recorded = True
+        waiting, self._waiting = self._waiting, []
+        for graph in waiting:
+            graph._run()
+
+    def __repr__(self) -> str:
+        return f"<torch.npu.ExternalEvent {'recorded' if self._recorded else 'not recorded'}>"
+
+
+def _stream_or_current(stream, call: str) -> Stream:
+    return current_stream() if stream is None else _check_npu(stream, call)
 
 
 def _record_stream(tensor, stream) -> None:
