@@ -304,3 +304,55 @@ def test_collectives_in_compiled_graphs_on_npu_tensors(tmp_path):
         print(f"rank{rank}ok", flush=True)
     """, tmp_path)
     assert "rank0ok" in out and "rank1ok" in out, out  # the ranks' lines may interleave
+
+
+def test_torch_npu_uneven_collectives_eager_and_compiled(tmp_path):
+    """torch_npu.distributed.all_gather_into_tensor_uneven / reduce_scatter_tensor_uneven (hccl_uneven.py): rank
+    r's rows land at the offset of the ranks before it, and the reduction keeps rank r's rows of the sum; eagerly,
+    and compiled through TorchAir (its HcomAllGatherV / HcomReduceScatterV lowering); the oracle is the
+    arithmetic each rank does itself on CPU tensors."""
+    out = _torchrun("""
+        import os
+        from datetime import timedelta
+        import torch, torch_npu, torchair
+        import torch.distributed as dist
+
+        local = int(os.environ["LOCAL_RANK"])
+        torch.npu.set_device(local)
+        dist.init_process_group("hccl", timeout=timedelta(seconds=60))
+        rank, device, rows = dist.get_rank(), torch.device("npu", local), [3, 1]
+
+        def gather(out, x, sizes):
+            torch_npu.distributed.all_gather_into_tensor_uneven(out, x, sizes)
+            return out
+
+        def scatter(out, x, sizes):
+            torch_npu.distributed.reduce_scatter_tensor_uneven(out, x, sizes)
+            return out
+
+        mine = torch.full((rows[rank], 2), rank + 1, dtype=torch.int32)
+        gathered = torch.cat([torch.full((3, 2), 1, dtype=torch.int32), torch.full((1, 2), 2, dtype=torch.int32)])
+        summed = torch.arange(8, dtype=torch.int32).reshape(4, 2) * 3   # (1 + 2) times the rows
+        kept = summed[:3] if rank == 0 else summed[3:]
+        for backend in (None, torchair.get_npu_backend()):
+            run_gather = gather if backend is None else torch.compile(gather, backend=backend, fullgraph=True)
+            run_scatter = scatter if backend is None else torch.compile(scatter, backend=backend, fullgraph=True)
+            got = run_gather(torch.zeros(4, 2, dtype=torch.int32, device=device), mine.to(device), rows)
+            assert torch.equal(got.cpu(), gathered), (backend, rank, got)
+            x = (torch.arange(8, dtype=torch.int32).reshape(4, 2) * (rank + 1)).to(device)
+            got = run_scatter(torch.zeros(rows[rank], 2, dtype=torch.int32, device=device), x, rows)
+            assert torch.equal(got.cpu(), kept), (backend, rank, got)
+        even = torch.zeros(2, 2, dtype=torch.int32, device=device)
+        torch_npu.distributed.all_gather_into_tensor_uneven(even, torch.full((1, 2), rank, dtype=torch.int32,
+                                                                             device=device))  # no sizes: even
+        assert even.cpu().tolist() == [[0, 0], [1, 1]], even
+        try:
+            torch_npu.distributed.all_gather_into_tensor_uneven(even, mine.to(device), [2, 1])
+        except RuntimeError as error:
+            assert "split sizes [2, 1] must be 2 non-negative row counts (one per rank) summing to 2" in str(error)
+        else:
+            raise AssertionError("mismatched split sizes were not refused")
+        print("rank", rank, "ok")
+        dist.destroy_process_group()
+    """, tmp_path)
+    assert out.count("ok") == 2, out

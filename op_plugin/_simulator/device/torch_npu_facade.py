@@ -20,6 +20,7 @@ The façade (`torch_npu`):
   value; `npu_module.SOCS`), also `torch_npu.npu.utils.get_cann_version()` / `_is_gte_cann_version`;
 * torch_npu's graph-debugging ops `save_npugraph_tensor` / `print_npugraph_tensor`, defined in `torch.ops.npu`
   when the façade is built, as torch_npu defines them at its import (`torchair_branches`);
+* `torch_npu.distributed`: `is_hccl_available` and the uneven collectives (`hccl_uneven`);
 * torch_npu's dtype constants (`torch_npu.hifloat8`, ...: the values of `npu/torch_npu_standin.py`) and
   `__version__` ("2.13.0", the wheel emulated);
 * any other name raises `VirtualNpuMissing` (an AttributeError) naming it and saying the virtual NPU does
@@ -102,6 +103,12 @@ def _build(spec) -> types.ModuleType:
                        is_bf16_supported=npu_module.is_bf16_supported)
     backends = _submodule("torch_npu.npu._backends", get_soc_version=soc)
     npu_module.utils, npu_module._backends = utils, backends
+    from . import hccl, hccl_uneven
+
+    facade.distributed = sys.modules.setdefault("torch_npu.distributed", _submodule(
+        "torch_npu.distributed", is_hccl_available=hccl.is_hccl_available,
+        all_gather_into_tensor_uneven=hccl_uneven.all_gather_into_tensor_uneven,
+        reduce_scatter_tensor_uneven=hccl_uneven.reduce_scatter_tensor_uneven))
     sys.modules.setdefault("torch_npu.npu", npu_module)
     sys.modules.setdefault("torch_npu.npu.utils", utils)
     sys.modules.setdefault("torch_npu.npu._backends", backends)
