@@ -200,17 +200,10 @@ def test_ge_mode_dynamic(attention, zoo_device):
     assert counter.frame_count == 3, f"{counter.frame_count} compiles for batch sizes 2, 4, 5"
 
 
-ON_NPU = "config.getoption('--zoo-device') == 'npu'"
-# A virtual NPU gap (not of this test): in ACL-graph mode TorchAir rewrites npu_fused_infer_attention_score into
-# _npu_fused_infer_attention_score_get_max_workspace + npu_fused_infer_attention_score.out and updates the
-# captured task's actual_seq_lengths at each replay (graph task update), which the virtual NPU does not emulate.
-ACLGRAPH_CASES = [
-    pytest.param("fused", marks=pytest.mark.xfail(
-        ON_NPU, strict=True, raises=NotImplementedError,
-        reason="virtual NPU gap: no kernel for npu::_npu_fused_infer_attention_score_get_max_workspace and "
-               "npu::npu_fused_infer_attention_score.out, nor graph task updates (docs/virtual-npu.md)")),
-    "incre",
-]
+# In ACL-graph mode TorchAir rewrites npu_fused_infer_attention_score into its workspace query and its `.out` form
+# (torch_npu registers `Tensor[] out`, returned as the outputs) and updates the captured task's sequence lengths at
+# each replay (graph task updates, device/graph_tasks.py).
+ACLGRAPH_CASES = ["fused", "incre"]
 
 
 @pytest.mark.parametrize("attention", ACLGRAPH_CASES)

@@ -153,6 +153,13 @@ def run_on_cpu(op, args, kwargs):
     return _NATIVE.run_on_cpu(op._schema.name, op._schema.overload_name, *args, **kwargs)
 
 
+def as_handed_back(tensor: torch.Tensor) -> torch.Tensor:
+    """What the C++ fallback hands back for a CPU result over the memory of `tensor`, an npu tensor passed inside a
+    tensor list (torch_npu's `Tensor[] out`): an npu tensor borrowing that memory (the fallback matches a result
+    to an input's storage only for tensor arguments, not list members)."""
+    return _NATIVE.to_npu(_NATIVE.cpu_alias(tensor), [], tensor.device.index)
+
+
 _NPU_LIBRARY = None
 
 def register_npu_ops() -> None:

@@ -5,7 +5,8 @@ Capture (`capture_begin()` ... `capture_end()`, or `with torch.npu.graph(g):`) r
 `TorchDispatchMode`: the op, its arguments, its outputs; tensors kept by identity, and kept alive by the graph as
 a real graph keeps its memory pool) and computes nothing, as on hardware, where a capture launches no kernel:
 views are made, in-place and out= ops return their written argument, other results are fresh memory shaped by
-the op's Meta kernel, filled at the first replay (their contents after capture are undefined, as on an NPU);
+the op's Meta kernel, filled at the first replay (their contents after capture are undefined, as on an NPU), and
+a torch_npu `.out` form (`Tensor[] out`, no Meta kernel) returns its `out` tensors, filled at replay;
 allocation-only ops (`empty_like`, ...) allocate and are not replayed; an op reading a value on the host
 (`.item()`) is refused. So data-dependent checks of the kernels see the replayed inputs, never the
 uninitialised buffers a capture is given (TorchAir's capture clones its inputs with `empty_like`). `replay()` runs the
@@ -94,6 +95,9 @@ def _captured(func, args, kwargs):
     try:
         meta_out = func(*meta_args, **meta_kwargs)
     except (NotImplementedError, RuntimeError):
+        out_list = _out_list(schema, kwargs)
+        if out_list is not None:  # torch_npu's `.out` form: launches nothing, the replay fills `out`
+            return out_list
         return func(*args, **kwargs)
     written = {}
     for index, argument in enumerate(schema.arguments):
@@ -127,6 +131,24 @@ def _captured(func, args, kwargs):
     return results[0] if len(schema.returns) == 1 else tuple(results)
 
 
+def _out_list(schema, kwargs):
+    """What a torch_npu `.out` overload called on `Tensor[] out` returns, without running it: torch_npu registers
+    its multi-output `.out` forms so (npu/registered_schemas.py), without a Meta kernel; they write their results
+    into `out` and return it (here, as the eager call's results come back: `fallback.as_handed_back`). None for
+    any other op."""
+    out = kwargs.get("out")
+    if not isinstance(out, (list, tuple)) or not all(isinstance(t, torch.Tensor) for t in out):
+        return None
+    if not any(a.name == "out" and str(a.type) == "List[Tensor]" for a in schema.arguments):
+        return None
+    if len(schema.returns) != len(out):
+        return None
+    from .fallback import as_handed_back  # the tensors the eager call returns for them
+
+    handed = tuple(as_handed_back(tensor) for tensor in out)
+    return handed[0] if len(handed) == 1 else handed
+
+
 # Ops that launch no kernel: on an NPU, captured they only take memory from the graph's pool, and a replay does
 # not run them. Rerun at replay here, their fresh (uninitialised) result would be copied over the captured
 # tensor, which later ops or the caller fill: TorchAir's capture makes its static inputs with empty_like.
@@ -135,6 +157,14 @@ _READS_VALUES = frozenset({torch.ops.aten._local_scalar_dense.default, torch.ops
 _ALLOCATION_ONLY = frozenset({torch.ops.aten.empty.memory_format, torch.ops.aten.empty_like.default,
                               torch.ops.aten.empty_strided.default, torch.ops.aten.new_empty.default,
                               torch.ops.aten.new_empty_strided.default})
+
+
+def _outside_dispatch_modes():
+    if not torch._C._len_torch_dispatch_stack():
+        return contextlib.nullcontext()
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    return _disable_current_modes()
 
 
 def _rerun(func, args, kwargs, out) -> None:
@@ -214,7 +244,9 @@ class NPUGraph:
         """Run the captured steps from where the replay stands, to the end or to a wait for an ExternalEvent no
         stream has recorded yet (then the event's record runs the rest: graph_tasks.ExternalEvent)."""
         position, steps = self._waiting_at, self._ops
-        with torch.no_grad():
+        # A replay launches captured kernels natively on an NPU: no Python dispatch mode around it (AOT's check of
+        # custom ops' aliasing on a compiled function's first call, a user's mode) sees them.
+        with torch.no_grad(), _outside_dispatch_modes():
             while position < len(steps):
                 step = steps[position]
                 if isinstance(step, EventStep):
