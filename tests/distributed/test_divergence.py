@@ -50,6 +50,19 @@ def different_shapes_case():
     return _run_expecting_error(fn, torch.ones(2, 3 + rank))
 
 
+def same_count_other_shape_case():
+    """HCCL moves elements: a [2, 3] tensor on one rank and a [3, 2] on the other all-reduce as 6 elements."""
+    group = dist.new_group([0, 1])
+    rank = dist.get_rank()
+    shape = (2, 3) if rank == 0 else (3, 2)
+
+    def fn(x):
+        return funcol.all_reduce(x * 2, "sum", group)
+
+    x = torch.arange(6.0).reshape(shape) + 10 * rank
+    return torch.compile(fn, backend="npugraph", fullgraph=True)(x).reshape(-1).tolist()
+
+
 def missing_collective_case():
     group = dist.new_group([0, 1])
     rank = dist.get_rank()
@@ -75,11 +88,17 @@ def test_different_collectives_fail_on_both_ranks(ranks):
     assert "HcomAllGather (node 'HcomAllGather" in messages[1] and "runs HcomAllReduce" in messages[1], messages[1]
 
 
-def test_different_shapes_fail_on_both_ranks(ranks):
+def test_different_counts_fail_on_both_ranks(ranks):
     messages = ranks(2).run(different_shapes_case)
     for rank, message in enumerate(messages):
-        assert message is not None and "another shape" in message, message
+        assert message is not None and "another element count" in message, message
         assert f"float32 [2, {3 + rank}]" in message and f"float32 [2, {4 - rank}]" in message, message
+
+
+def test_the_same_count_in_another_shape_agrees(ranks):
+    results = ranks(2).run(same_count_other_shape_case)
+    want = [2 * (i + i + 10) for i in range(6)]  # both ranks' flat elements, doubled and summed
+    assert results == [want, want], results
 
 
 def test_missing_collective_fails_when_the_wait_ends(ranks):

@@ -356,3 +356,48 @@ def test_torch_npu_uneven_collectives_eager_and_compiled(tmp_path):
         dist.destroy_process_group()
     """, tmp_path)
     assert out.count("ok") == 2, out
+
+
+def test_layouts_and_unequal_sizes_hccl_takes_and_gloo_does_not(tmp_path):
+    """HCCL moves bytes: all_gather_into_tensor's output and reduce_scatter_tensor's input stacked per rank or in
+    another shape of the same size, all_to_all with a different size per peer (zero among them) and all_gather into
+    tensors of other shapes than the input; gloo takes one layout and one size, so hccl.py adapts each call. The
+    oracle: the arithmetic each rank does itself on CPU tensors."""
+    out = _torchrun("""
+        import os
+        from datetime import timedelta
+        import torch
+        import torch.distributed as dist
+
+        local = int(os.environ["LOCAL_RANK"])
+        torch.npu.set_device(local)
+        dist.init_process_group("hccl", timeout=timedelta(seconds=60))
+        rank, device = dist.get_rank(), torch.device("npu", local)
+        x = torch.arange(4.0).reshape(2, 2) + 10 * rank
+        both = torch.cat([torch.arange(4.0).reshape(2, 2), torch.arange(4.0).reshape(2, 2) + 10])
+
+        for shape in ((2, 2, 2), (8, 1), (2, 4)):  # stacked, another shape, concatenated-by-columns size
+            out = torch.zeros(shape, device=device)
+            dist.all_gather_into_tensor(out, x.to(device))
+            assert torch.equal(out.cpu().reshape(-1), both.reshape(-1)), (shape, out)
+
+        stacked = (torch.arange(8.0).reshape(2, 2, 2) * (rank + 1)).to(device)
+        mine = torch.zeros(2, 2, device=device)
+        dist.reduce_scatter_tensor(mine, stacked)
+        assert torch.equal(mine.cpu(), torch.arange(8.0).reshape(2, 2, 2)[rank] * 3), mine
+
+        sends = {0: [1, 0], 1: [2, 3]}          # elements rank r sends to each peer
+        inputs = [torch.full((n,), float(10 * rank + peer), device=device) for peer, n in enumerate(sends[rank])]
+        outputs = [torch.zeros(sends[peer][rank], device=device) for peer in range(2)]
+        dist.all_to_all(outputs, inputs)
+        for peer in range(2):
+            assert outputs[peer].cpu().tolist() == [float(10 * peer + rank)] * sends[peer][rank], (peer, outputs)
+
+        gathered = [torch.zeros(4, 1, device=device), torch.zeros(1, 4, device=device)]
+        dist.all_gather(gathered, x.reshape((4, 1) if rank == 0 else (1, 4)).to(device))
+        assert torch.equal(gathered[0].cpu().reshape(-1), torch.arange(4.0)), gathered
+        assert torch.equal(gathered[1].cpu().reshape(-1), torch.arange(4.0) + 10), gathered
+        print("rank", rank, "ok")
+        dist.destroy_process_group()
+    """, tmp_path)
+    assert out.count("ok") == 2, out

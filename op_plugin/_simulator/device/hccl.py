@@ -223,11 +223,89 @@ def _run_on_gloo(op, *args, **kwargs):
         return value
 
     host_args, host_kwargs = tree_map(to_host, (args, kwargs))
+    host_args = _flat_layout(op, host_args)
+    run = _UNEQUAL.get(op._schema.name, (None, None))
+    run = run[1] if run[0] is not None and run[0](host_args) else op
     try:
-        result = op(*host_args, **host_kwargs)
+        result = run(*host_args, **host_kwargs)
     except (RuntimeError, ValueError) as error:
         raise _named(error, f"{PREFIX}: {call} runs on gloo over host memory, which refused it: {error}") from error
     return _back_to_npu(result, npu)
+
+
+# c10d op -> (index of the per-rank-stacked tensor, index of the one-rank tensor) in its arguments
+_STACKABLE = {"c10d::_allgather_base_": (0, 1), "c10d::_reduce_scatter_base_": (1, 0)}
+
+
+def _flat_layout(op, host_args: tuple) -> tuple:
+    """all_gather_into_tensor's output and reduce_scatter_tensor's input hold one block per rank, in any shape: stacked
+    ([world, *shape]), concatenated ([world * shape[0], *shape[1:]]) or another of the same size; HCCL and NCCL read
+    the bytes, gloo takes the concatenated shape only (`invalid tensor size at index 0`). A contiguous tensor of
+    another shape goes to gloo as its concatenated view, the same memory."""
+    where = _STACKABLE.get(op._schema.name)
+    if where is None:
+        return host_args
+    big, small = host_args[where[0]], host_args[where[1]]
+    if small.dim() == 0 or small.numel() == 0 or not big.is_contiguous() or big.numel() % small.numel():
+        return host_args
+    blocks = big.numel() // small.numel()
+    concatenated = (blocks * small.shape[0], *small.shape[1:])
+    if tuple(big.shape) == concatenated:
+        return host_args
+    flat = list(host_args)
+    flat[where[0]] = big.view(concatenated)
+    return tuple(flat)
+
+
+# Collectives whose tensors may differ in size per peer on HCCL (AllToAllV, AllGatherV), where gloo takes one
+# size (`invalid tensor size at index 1`): c10d op -> (whether a call's host args differ, how to run it on gloo).
+def _unequal_alltoall(host_args: tuple) -> bool:
+    return len(host_args) >= 2 and len({tuple(t.shape) for t in [*host_args[0], *host_args[1]]}) > 1
+
+
+def _unequal_allgather(host_args: tuple) -> bool:
+    if len(host_args) < 2 or len(host_args[0]) != 1 or len(host_args[1]) != 1:
+        return False
+    return len({tuple(t.shape) for t in [*host_args[0][0], host_args[1][0]]}) > 1
+
+
+def _alltoall_by_splits(output_tensors, input_tensors, process_group, async_op=True, timeout=-1):
+    """c10d::alltoall_ with unequal sizes, as gloo's all_to_all_single with split sizes: the inputs flattened and
+    concatenated, each peer's share its element count, the received bytes copied into the outputs."""
+    flat_in = torch.cat([t.reshape(-1) for t in input_tensors])
+    flat_out = flat_in.new_empty(sum(t.numel() for t in output_tensors))
+    work = torch.ops.c10d.alltoall_base_(flat_out, flat_in, process_group, [t.numel() for t in output_tensors],
+                                         [t.numel() for t in input_tensors], True, timeout)
+    work.wait()  # the copies below need the data; the work returned is complete
+    start = 0
+    for target in output_tensors:
+        target.copy_(flat_out[start:start + target.numel()].view(target.shape))
+        start += target.numel()
+    return output_tensors, work
+
+
+def _allgather_by_padding(output_tensors, input_tensors, process_group, async_op=True, timeout=-1):
+    """c10d::allgather_ (dist.all_gather) with peers' tensors of different shapes or sizes (HCCL reads the bytes):
+    each input flattened and padded to the largest peer's element count, gathered at one size, each peer's elements
+    copied into its output."""
+    (outputs,), (mine,) = output_tensors, input_tensors
+    rank = torch.distributed.ProcessGroup.unbox(process_group).rank()
+    if outputs[rank].numel() != mine.numel() or any(t.dtype != mine.dtype for t in outputs):
+        raise ValueError(f"this rank's input ({mine.dtype}, {mine.numel()} elements) must match its output "
+                         f"({outputs[rank].dtype}, {outputs[rank].numel()} elements), and every output its dtype")
+    widest = max(t.numel() for t in outputs)
+    padded = mine.new_zeros(widest)
+    padded[:mine.numel()] = mine.reshape(-1)
+    gathered = mine.new_empty(widest * len(outputs))
+    work = torch.ops.c10d._allgather_base_(gathered, padded, process_group, True, timeout)[1]
+    work.wait()  # the copies below need the data; the work returned is complete
+    for peer, target in enumerate(outputs):
+        target.copy_(gathered[peer * widest:peer * widest + target.numel()].view(target.shape))
+    return output_tensors, work
+
+
+_UNEQUAL = {"c10d::alltoall_": (_unequal_alltoall, _alltoall_by_splits),
+            "c10d::allgather_": (_unequal_allgather, _allgather_by_padding)}
 
 
 def _named(error: Exception, message: str) -> Exception:

@@ -12,7 +12,8 @@ operations get it as their timeout, and so does the agreement below. A wait that
 never a hang, and says how long it waited (measured, never the bound printed as if it had elapsed).
 
 Agreement (`agree`): on every call, before each collective node runs, the ranks of its group exchange
-what they are about to run (type, dtype, shape, reduction, root, counts) through the group's store, and
+what they are about to run (type, dtype, shape, reduction, root, counts; for AllReduce, AllGather and
+ReduceScatter the element count, which is what HCCL moves, not the shape) through the group's store, and
 each rank checks the others' against its own. Every call, because a rank's shapes can change from one
 call to the next (a dynamic graph, a graph one rank recompiled, counts computed from the data) while its
 peer's do not: a rank-divergent call (one rank all-reduces where another all-gathers, or reduces a
@@ -28,6 +29,8 @@ Point-to-point nodes (HcomSend/HcomReceive) pair two different types and are not
 shapes are checked by the header HcomSend sends first, as HCCL's graph kernel does.
 """
 from __future__ import annotations
+
+import math
 
 import datetime
 import json
@@ -254,9 +257,18 @@ def _disagreement(mine: dict, theirs: dict, me: int, peer: int) -> str | None:
         return None if mine["recv_counts"] == theirs["recv_counts"] else "other recv_counts"
     if kind == "HcomReduceScatterV":
         return None if mine["send_counts"] == theirs["send_counts"] else "other send_counts"
+    if kind in _COUNTED:  # HCCL moves elements: the same count in another shape is the same call
+        if math.prod(mine["shape"]) != math.prod(theirs["shape"]):
+            return "another element count"
+        return None
     if mine["shape"] != theirs["shape"]:
         return "another shape"
     return None
+
+
+# Collectives HCCL runs on a count of elements, whatever each rank's shape (torch_npu's all_gather of a [2, 2] and a
+# [1, 4] tensor): their ranks agree on the count.
+_COUNTED = frozenset({"HcomAllReduce", "HcomAllGather", "HcomReduceScatter"})
 
 
 def agree(op, attrs: dict, args: list) -> None:
