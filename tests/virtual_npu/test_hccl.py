@@ -401,3 +401,29 @@ def test_layouts_and_unequal_sizes_hccl_takes_and_gloo_does_not(tmp_path):
         dist.destroy_process_group()
     """, tmp_path)
     assert out.count("ok") == 2, out
+
+
+def test_process_group_hccl_is_the_class_of_an_hccl_groups_backend(tmp_path):
+    """torch_npu._C._distributed_c10d.ProcessGroupHCCL is the class of an hccl group's npu backend (a gloo
+    ProcessGroupGloo here), so tests patching its get_hccl_comm_name (TorchAir's hcom cache tests) reach the calls
+    TorchAir makes while it builds a GE graph."""
+    out = _ok(f"""
+        from datetime import timedelta
+        from unittest.mock import patch
+        import torch, torch_npu, torchair
+        import torch.distributed as dist
+
+        dist.init_process_group("hccl", init_method="tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1,
+                                timeout=timedelta(seconds=60))
+        hccl = torch_npu._C._distributed_c10d.ProcessGroupHCCL
+        backend = dist.group.WORLD._get_backend(torch.device("npu"))
+        assert isinstance(backend, hccl), type(backend)
+        name = backend.get_hccl_comm_name(0)
+        with patch.object(hccl, "get_hccl_comm_name", return_value=name) as calls:
+            compiled = torch.compile(lambda x: x * 2, backend=torchair.get_npu_backend())
+            assert compiled(torch.ones(2, device="npu")).tolist() == [2.0, 2.0]
+        assert calls.call_count >= 1, calls.call_args_list
+        dist.destroy_process_group()
+        print("ok")
+    """, tmp_path)
+    assert "ok" in out

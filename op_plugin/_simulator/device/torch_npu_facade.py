@@ -21,6 +21,7 @@ The façade (`torch_npu`):
 * torch_npu's graph-debugging ops `save_npugraph_tensor` / `print_npugraph_tensor`, defined in `torch.ops.npu`
   when the façade is built, as torch_npu defines them at its import (`torchair_branches`);
 * `torch_npu.distributed`: `is_hccl_available` and the uneven collectives (`hccl_uneven`);
+  `torch_npu._C._distributed_c10d.ProcessGroupHCCL`: the class of an hccl group's npu backend (gloo's, `hccl`);
 * torch_npu's dtype constants (`torch_npu.hifloat8`, ...: the values of `npu/torch_npu_standin.py`) and
   `__version__` ("2.13.0", the wheel emulated);
 * any other name raises `VirtualNpuMissing` (an AttributeError) naming it and saying the virtual NPU does
@@ -96,7 +97,13 @@ def _build(spec) -> types.ModuleType:
     facade.get_npu_format = torchair_branches.get_npu_format
     facade.get_storage_size = torchair_branches.get_storage_size
     torchair_branches.define_npugraph_tensor_ops()  # torch_npu.save_npugraph_tensor & co., as torch_npu does
-    facade._C = sys.modules.setdefault("torch_npu._C", _submodule("torch_npu._C", **aclgraph_support.C_CALLS))
+    # An hccl group's npu backend is a gloo ProcessGroupGloo here (hccl.py): torch_npu's ProcessGroupHCCL class is
+    # that class, so `patch.object(ProcessGroupHCCL, "get_hccl_comm_name", ...)` reaches the hccl groups' backends.
+    gloo = {"ProcessGroupHCCL": torch.distributed.ProcessGroupGloo} if torch.distributed.is_available() else {}
+    c10d = sys.modules.setdefault("torch_npu._C._distributed_c10d", _submodule("torch_npu._C._distributed_c10d",
+                                                                                **gloo))
+    facade._C = sys.modules.setdefault("torch_npu._C", _submodule("torch_npu._C", _distributed_c10d=c10d,
+                                                                  **aclgraph_support.C_CALLS))
     soc = npu_module.get_soc_version
     utils = _submodule("torch_npu.npu.utils", get_soc_version=soc, get_cann_version=standin.get_cann_version,
                        _is_gte_cann_version=standin.is_gte_cann_version,
