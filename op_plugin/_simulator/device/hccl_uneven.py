@@ -47,6 +47,22 @@ def _checked(call: str, output, input) -> bool:
     return True
 
 
+def _placed(call: str, output, input, split_sizes, group, split, own):
+    """(group, its size, this rank's index, split sizes) of a call to run, or None (torch_npu does nothing): `split`
+    is the tensor the sizes divide, `own` (name, tensor) the one that holds this rank's share alone."""
+    if not _checked(call, output, input):
+        return None
+    placed = _group_and_splits(call, group, split_sizes, split.size(0))
+    if placed is None:
+        return None
+    rank, splits = placed[2], placed[3]
+    name, tensor = own
+    if tensor.size(0) != splits[rank]:
+        raise RuntimeError(f"{PREFIX}: torch_npu.distributed.{call}: rank {rank}'s {name} has {tensor.size(0)} rows, "
+                           f"its split size is {splits[rank]}")
+    return placed
+
+
 def _done(async_op: bool):
     if not async_op:
         return None
@@ -56,16 +72,11 @@ def _done(async_op: bool):
 
 
 def all_gather_into_tensor_uneven(output, input, output_split_sizes=None, group=None, async_op=False):
-    call = "all_gather_into_tensor_uneven"
-    if not _checked(call, output, input):
-        return None
-    placed = _group_and_splits(call, group, output_split_sizes, output.size(0))
+    placed = _placed("all_gather_into_tensor_uneven", output, input, output_split_sizes, group, split=output,
+                     own=("input", input))
     if placed is None:
         return None
-    group, world, rank, splits = placed
-    if input.size(0) != splits[rank]:
-        raise RuntimeError(f"{PREFIX}: torch_npu.distributed.{call}: rank {rank}'s input has {input.size(0)} rows, "
-                           f"its split size is {splits[rank]}")
+    group, world, _, splits = placed
     widest = max(splits)
     padded = input.new_zeros((widest, *input.shape[1:]))
     padded[:input.size(0)] = input
@@ -80,16 +91,11 @@ def all_gather_into_tensor_uneven(output, input, output_split_sizes=None, group=
 
 def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None, op=dist.ReduceOp.SUM, group=None,
                                  async_op=False):
-    call = "reduce_scatter_tensor_uneven"
-    if not _checked(call, output, input):
-        return None
-    placed = _group_and_splits(call, group, input_split_sizes, input.size(0))
+    placed = _placed("reduce_scatter_tensor_uneven", output, input, input_split_sizes, group, split=input,
+                     own=("output", output))
     if placed is None:
         return None
     group, _, rank, splits = placed
-    if output.size(0) != splits[rank]:
-        raise RuntimeError(f"{PREFIX}: torch_npu.distributed.{call}: rank {rank}'s output has {output.size(0)} "
-                           f"rows, its split size is {splits[rank]}")
     reduced = input.clone()
     dist.all_reduce(reduced, op=op, group=group)
     start = sum(splits[:rank])

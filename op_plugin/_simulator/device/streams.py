@@ -227,18 +227,12 @@ class ExternalEvent:
         self._waiting: list = []  # graphs whose replay stopped at a wait for this event
 
     def record(self, stream=None) -> None:
-        stream = _stream_or_current(stream, "torch.npu.ExternalEvent.record")
-        graph = graphs.capturing_graph()
-        if graph is not None:
-            graph._ops.append(graphs.EventStep("record", self))
+        if self._captured("record", stream):
             return
         self._signal()
 
     def wait(self, stream=None) -> None:
-        stream = _stream_or_current(stream, "torch.npu.ExternalEvent.wait")
-        graph = graphs.capturing_graph()
-        if graph is not None:
-            graph._ops.append(graphs.EventStep("wait", self))
+        if self._captured("wait", stream):
             return
         if not self._recorded:
             raise RuntimeError("torch.npu.ExternalEvent.wait outside a graph capture, on an event no stream has "
@@ -246,15 +240,21 @@ class ExternalEvent:
                                "(each call runs when it is made) cannot; record it first")
 
     def reset(self, stream=None) -> None:
-        stream = _stream_or_current(stream, "torch.npu.ExternalEvent.reset")
-        graph = graphs.capturing_graph()
-        if graph is not None:
-            graph._ops.append(graphs.EventStep("reset", self))
+        if self._captured("reset", stream):
             return
         self._recorded = False
 
     def query(self) -> bool:
         return self._recorded
+
+    def _captured(self, kind: str, stream) -> bool:
+        """Validates `stream`; during a capture, records the call as a step of the graph and says so."""
+        _stream_or_current(stream, f"torch.npu.ExternalEvent.{kind}")
+        graph = graphs.capturing_graph()
+        if graph is None:
+            return False
+        graph._ops.append(graphs.EventStep(kind, self))
+        return True
 
     def _signal(self) -> None:
         """Recorded: the replays waiting for it run on (graphs.NPUGraph._run)."""
