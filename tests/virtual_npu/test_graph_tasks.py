@@ -86,6 +86,16 @@ with torch.no_grad():
     refused(graph.replay, "still waits at a captured ExternalEvent wait")
     event.record(update_stream)
     assert not graph.waiting()
+    again = torch.npu.NPUGraph()  # a capture that failed with a group open leaves none open for the next one
+    try:
+        with torch.npu.graph(again):
+            torch.npu.graph_task_group_begin(torch.npu.current_stream())
+            raise ValueError("the user's code failed mid-capture")
+    except ValueError:
+        pass
+    with torch.npu.graph(again):
+        torch.npu.graph_task_group_begin(torch.npu.current_stream())
+        torch.npu.graph_task_group_end(torch.npu.current_stream())
 print("ok")
 """, tmp_path)
     assert "ok" in out

@@ -39,27 +39,24 @@ class TaskGroup:
         return f"<torch.npu graph task group: {self.stop - self.start} captured op(s)>"
 
 
-_OPEN_GROUPS: dict = {}  # capturing graph -> (start step, stream) of its open task group
-
-
 def graph_task_group_begin(stream) -> None:
     stream = _check_npu(stream, "torch.npu.graph_task_group_begin")
     graph = graphs.capturing_graph()
     if graph is None:
         raise RuntimeError("torch.npu.graph_task_group_begin: no graph is capturing (a task group marks captured "
                            "kernels)")
-    if graph in _OPEN_GROUPS:
+    if graph.open_task_group is not None:
         raise RuntimeError("torch.npu.graph_task_group_begin: a task group is already open in this capture")
-    _OPEN_GROUPS[graph] = (len(graph._ops), stream)
+    graph.open_task_group = len(graph._ops)  # its first step; a new capture starts with none open
 
 
 def graph_task_group_end(stream) -> TaskGroup:
     stream = _check_npu(stream, "torch.npu.graph_task_group_end")
     graph = graphs.capturing_graph()
-    if graph is None or graph not in _OPEN_GROUPS:
+    if graph is None or graph.open_task_group is None:
         raise RuntimeError("torch.npu.graph_task_group_end: no task group is open (graph_task_group_begin first, "
                            "in the same capture)")
-    start, _ = _OPEN_GROUPS.pop(graph)
+    start, graph.open_task_group = graph.open_task_group, None
     return TaskGroup(graph, start, len(graph._ops), stream)
 
 

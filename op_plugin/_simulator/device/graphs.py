@@ -194,6 +194,7 @@ class NPUGraph:
         self._storages: list[tuple[torch.Tensor, tuple[int, int]]] = []
         self._was_reset = False
         self._waiting_at: int | None = None  # the step a replay waits at (an ExternalEvent wait), else None
+        self.open_task_group: int | None = None  # first step of a task group begun in this capture (graph_tasks)
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
         if _CAPTURING:
@@ -202,6 +203,7 @@ class NPUGraph:
         self._ops = []
         self._storages = []
         self._was_reset = False
+        self.open_task_group = None
         self._recorder = _Recorder(self)
         _CAPTURING.append(self)
         self._recorder.__enter__()
