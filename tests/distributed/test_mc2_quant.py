@@ -140,16 +140,16 @@ def _v2_inputs(rank: int, form: str):
     if form == "fp8":
         x1 = _floats(70 + rank, 4, K, scale=4).to(torch.float8_e4m3fn)
         x2 = _floats(80 + rank, K, N, scale=4).to(torch.float8_e5m2)
-        return dict(self=x1, x2=x2, x1_scale=torch.tensor([0.5 + rank]), x2_scale=torch.tensor([0.031]),
+        return dict(input=x1, x2=x2, x1_scale=torch.tensor([0.5 + rank]), x2_scale=torch.tensor([0.031]),
                     y_dtype=15)  # torch.bfloat16's ScalarType number
     dtype = torch.float16 if form == "fp16" else torch.bfloat16
-    return dict(self=_floats(70 + rank, 4, K, dtype=dtype), x2=_floats(80 + rank, K, N, dtype=dtype),
+    return dict(input=_floats(70 + rank, 4, K, dtype=dtype), x2=_floats(80 + rank, K, N, dtype=dtype),
                 bias=_floats(90 + rank, N, dtype=dtype))
 
 
 def _v2_product(inputs) -> torch.Tensor:
     """One rank's matmul as CANN's case 1 / case 2 state it, in float64 then rounded once."""
-    x1, x2 = inputs["self"], inputs["x2"]
+    x1, x2 = inputs["input"], inputs["x2"]
     y = x1.double() @ x2.double()
     if "x1_scale" in inputs:
         return (y * (inputs["x1_scale"].double() * inputs["x2_scale"].double())).to(torch.bfloat16)
@@ -175,11 +175,11 @@ def v2_case(form: str, gather_output: bool):
         assert c.dtype == e.dtype and c.shape == e.shape, (c.dtype, c.shape, e.dtype, e.shape)
         torch.testing.assert_close(c.float(), e.float(), rtol=0, atol=0, equal_nan=False)
     # oracle: torch.distributed's all-gather of the rows (float8 widened: exact), then each op's formula
-    pieces = [torch.empty(inputs["self"].shape, dtype=torch.float32) for _ in range(WORLD)]
-    dist.all_gather(pieces, inputs["self"].float())
+    pieces = [torch.empty(inputs["input"].shape, dtype=torch.float32) for _ in range(WORLD)]
+    dist.all_gather(pieces, inputs["input"].float())
     every_row = torch.cat(pieces)
-    gathered_mm = _v2_product({**inputs, "self": every_row})
-    scattered = torch.empty(scattered_inputs["self"].shape[0] // WORLD, N, dtype=gathered_mm.dtype)
+    gathered_mm = _v2_product({**inputs, "input": every_row})
+    scattered = torch.empty(scattered_inputs["input"].shape[0] // WORLD, N, dtype=gathered_mm.dtype)
     dist.reduce_scatter(scattered, list(_v2_product(scattered_inputs).chunk(WORLD)))
     torch.testing.assert_close(compiled[0], gathered_mm, rtol=0, atol=0)
     if gather_output:
