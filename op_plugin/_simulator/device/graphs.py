@@ -34,6 +34,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ..._base.dispatch_modes import outside_python_dispatch_modes
+
 _CAPTURING: list[NPUGraph] = []
 
 
@@ -159,14 +161,6 @@ _ALLOCATION_ONLY = frozenset({torch.ops.aten.empty.memory_format, torch.ops.aten
                               torch.ops.aten.new_empty_strided.default})
 
 
-def _outside_dispatch_modes():
-    if not torch._C._len_torch_dispatch_stack():
-        return contextlib.nullcontext()
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    return _disable_current_modes()
-
-
 def _rerun(func, args, kwargs, out) -> None:
     """One captured op again, its fresh results copied into the tensors captured for them."""
     fresh = func(*args, **kwargs)
@@ -248,7 +242,7 @@ class NPUGraph:
         position, steps = self._waiting_at, self._ops
         # A replay launches captured kernels natively on an NPU: no Python dispatch mode around it (AOT's check of
         # custom ops' aliasing on a compiled function's first call, a user's mode) sees them.
-        with torch.no_grad(), _outside_dispatch_modes():
+        with torch.no_grad(), outside_python_dispatch_modes():
             while position < len(steps):
                 step = steps[position]
                 if isinstance(step, EventStep):

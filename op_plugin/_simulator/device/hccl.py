@@ -224,8 +224,8 @@ def _run_on_gloo(op, *args, **kwargs):
 
     host_args, host_kwargs = tree_map(to_host, (args, kwargs))
     host_args = _flat_layout(op, host_args)
-    run = _UNEQUAL.get(op._schema.name, (None, None))
-    run = run[1] if run[0] is not None and run[0](host_args) else op
+    unequal, adapted = _UNEQUAL.get(op._schema.name, (None, None))
+    run = adapted if unequal is not None and unequal(host_args) else op
     try:
         result = run(*host_args, **host_kwargs)
     except (RuntimeError, ValueError) as error:

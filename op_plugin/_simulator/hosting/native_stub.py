@@ -35,6 +35,7 @@ import types
 
 import torch
 
+from ..._base.dispatch_modes import dispatch_modes_active, outside_python_dispatch_modes
 from . import ir_registry
 
 MODULE_NAME = "torchair.core._torchair"
@@ -119,7 +120,7 @@ class TorchNpuGraphBase:
             # full collection falling here walked all of torch's and TorchAir's objects (0.19 s at 12 layers).
             # On an NPU the compile is native, below the dispatcher, as the run is (`run`): AOT's aliasing
             # check around a compiled function's first call saw each Const's decoding (40% of it at 12 layers).
-            with old_objects_frozen(), _outside_python_dispatch_modes():
+            with old_objects_frozen(), outside_python_dispatch_modes():
                 self._plan = compile_graph(self.graph_def, fx_meta=self.fx_meta)
 
     def auto_tune(self, args):
@@ -138,10 +139,10 @@ class TorchNpuGraphBase:
         # npu inputs (the virtual NPU) run as CPU views of their memory; the results go back as npu tensors.
         host, placement = host_inputs(inputs, self.name)
         dump = dumping(self, host)  # TorchAir's data dump (dump_config), honoured by data_dump.py
-        if dump.__class__ is contextlib.nullcontext and not _dispatch_modes_active():
+        if dump.__class__ is contextlib.nullcontext and not dispatch_modes_active():
             outputs = device_outputs(plan.run(host), placement)  # the steady call: nothing to enter or leave
         else:
-            with dump, _outside_python_dispatch_modes():
+            with dump, outside_python_dispatch_modes():
                 outputs = device_outputs(plan.run(host), placement)
         # An assigned output is an input tensor that GE writes the result into (output aliases input).
         for index, target in enumerate(assigned_outputs or ()):
@@ -165,22 +166,6 @@ def _run_helpers() -> tuple:
     return _RUN_HELPERS
 
 
-def _dispatch_modes_active() -> bool:
-    return bool(torch._C._len_torch_dispatch_stack() or torch._ops._len_torch_dispatch_stack_pre_dispatch())
-
-
-def _outside_python_dispatch_modes():
-    """On an NPU the GE graph runs in the native runtime, below torch's dispatcher: a Python dispatch
-    mode active around the compiled call (a user's, or AOT autograd's custom-op aliasing check, which
-    wraps the first call of every compiled function) never sees its kernels. The simulator's kernels
-    are aten calls, so the modes are set aside while the graph runs; without that, each of them went
-    through AOT's check in Python on the first call (issue 28: ~30% of a 2-layer model's first run).
-    No mode active (every later call): nothing to do."""
-    if not _dispatch_modes_active():
-        return contextlib.nullcontext()
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    return _disable_current_modes()
 
 
 # A native method is opaque to dynamo: called from code dynamo is tracing (a compiled function that

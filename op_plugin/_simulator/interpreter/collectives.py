@@ -30,10 +30,9 @@ shapes are checked by the header HcomSend sends first, as HCCL's graph kernel do
 """
 from __future__ import annotations
 
-import math
-
 import datetime
 import json
+import math
 import os
 import re
 import time
